@@ -1,0 +1,261 @@
+"""The WHATWG event-stream interpretation, sans-IO.
+
+Spec: https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation
+
+Strategy: every read is normalised so that lines end in LF only (CRLF and lone CR become LF; a CR
+at the end of one read remembers to drop an LF at the start of the next). Because an event ends at
+a blank line, i.e. at ``"\\n\\n"``, each read only has to be searched for the *last* ``"\\n\\n"``:
+everything before it is a run of complete events, decoded in one call and split into blocks in
+one call; everything after it is the pending tail, kept as a list of byte fragments so that a
+large event costs linear time however it is chunked. Per event this is a handful of C-level
+``bytes``/``str`` operations; there is no Python loop per byte or per character.
+
+Decisions where readers of the spec have disagreed, each with a named test:
+
+- A blank line dispatches only when the data buffer is non-empty; a block with only ``event``,
+  ``id`` or ``retry`` fields dispatches nothing (but ``id``/``retry`` still take effect).
+- The last event ID persists across events until the server sets another (it is never reset).
+- An ``id`` value containing U+0000 is ignored.
+- ``retry`` is honoured only when its value is one or more ASCII digits.
+- At EOF the pending event is discarded, never dispatched; ``discarded_event`` says so.
+"""
+
+from __future__ import annotations
+
+from ._decode import Utf8Decoder
+from ._exceptions import ParserClosedError
+from .events import SSEEvent
+
+__all__ = ["DEFAULT_MAX_EVENT_BYTES", "DEFAULT_MAX_LINE_BYTES", "SSEParser"]
+
+# Ceilings on what the parser holds while waiting for a line or event to end. LLM events are
+# small (hundreds of bytes), but Gemini sends inline images and whole function-call arguments
+# in a single data line, so the defaults leave room for multi-megabyte events while still
+# bounding a peer that never ends a line (compare h11's DEFAULT_MAX_INCOMPLETE_EVENT_SIZE,
+# which bounds HTTP headers the same way).
+DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
+
+_LF = 0x0A
+_CR = 0x0D
+
+
+class SSEParser:
+    """Incremental server-sent-events parser: ``feed(bytes) -> list[SSEEvent]``, then ``close()``.
+
+    Any chunking of the same bytes yields the same events. Bad input never raises: invalid UTF-8
+    is replaced and counted (``invalid_utf8_count``), and a breached ceiling stops parsing and is
+    reported in ``limit_exceeded`` (``"line"`` or ``"event"``); later bytes are ignored.
+
+    Args:
+        max_line_bytes: ceiling on a line that has not ended yet.
+        max_event_bytes: ceiling on an event that has not been dispatched yet.
+
+    Raises:
+        ParserClosedError: ``feed()`` or ``close()`` after ``close()``.
+    """
+
+    __slots__ = (
+        "_closed",
+        "_decoder",
+        "_line_len",
+        "_max_event",
+        "_max_line",
+        "_tail",
+        "_tail_ends_lf",
+        "_tail_len",
+        "_skip_lf",
+        "comment_count",
+        "discarded_event",
+        "last_event_id",
+        "limit_exceeded",
+        "pending_event_chars",
+        "pending_line_chars",
+        "retry",
+        "unknown_field_count",
+    )
+
+    def __init__(
+        self,
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    ) -> None:
+        self._max_line = max_line_bytes
+        self._max_event = max_event_bytes
+        self._decoder = Utf8Decoder()
+        # Bytes after the last blank line (the pending event), as fragments; LF-normalised.
+        self._tail: list[bytes] = []
+        self._tail_len = 0
+        # Whether the tail ends with LF, so that an LF at the start of the next read is a blank line.
+        self._tail_ends_lf = False
+        # Length of the line that has not ended yet (the bytes after the tail's last LF).
+        self._line_len = 0
+        # The previous read ended in CR: an LF starting the next read belongs to that CRLF.
+        self._skip_lf = False
+        self._closed = False
+        #: The last event ID buffer; persists across events (WHATWG: "does not get reset").
+        self.last_event_id = ""
+        #: The reconnection time in milliseconds, once the stream has set one.
+        self.retry: int | None = None
+        self.comment_count = 0
+        self.unknown_field_count = 0
+        #: ``"line"`` or ``"event"`` once a ceiling was breached (parsing stopped), else ``None``.
+        self.limit_exceeded: str | None = None
+        #: After ``close()``: an event that a blank line would have dispatched was discarded.
+        self.discarded_event = False
+        #: After ``close()``: characters left in an unterminated line / the undispatched event.
+        self.pending_line_chars = 0
+        self.pending_event_chars = 0
+
+    @property
+    def invalid_utf8_count(self) -> int:
+        """Invalid UTF-8 sequences replaced by U+FFFD so far."""
+        return self._decoder.invalid_count
+
+    @property
+    def decoded_chars(self) -> int:
+        """Characters decoded from complete events so far."""
+        return self._decoder.decoded_chars
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes held for an event that has not been dispatched yet."""
+        return self._tail_len + len(self._decoder.held)
+
+    def feed(self, data: bytes) -> list[SSEEvent]:
+        """Take the next bytes of the stream; return the events they completed, in order."""
+        if self._closed:
+            raise ParserClosedError("feed() after close()")
+        if not data or self.limit_exceeded is not None:
+            return []
+        if self._decoder.at_start:
+            data = self._decoder.strip_bom(data)
+            if not data:
+                return []
+        if self._skip_lf:
+            self._skip_lf = False
+            if data[0] == _LF:
+                data = data[1:]
+                if not data:
+                    return []
+        if b"\r" in data:
+            # A CR ends a line by itself; if the next read starts with LF, that LF is its partner.
+            self._skip_lf = data[-1] == _CR
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+
+        cut = data.rfind(b"\n\n") + 2
+        if cut == 1 and self._tail_ends_lf and data[0] == _LF:
+            cut = 1  # the previous read ended a line; this one starts with the blank line
+        elif cut == 1:
+            cut = 0
+        events: list[SSEEvent] = []
+        if cut:
+            tail = self._tail
+            if tail:
+                tail.append(data[:cut])
+                span = b"".join(tail)
+            else:
+                span = data if cut == len(data) else data[:cut]
+            rest = data[cut:]
+            self._tail = [rest] if rest else []
+            self._tail_len = len(rest)
+            self._interpret(span, events)
+        else:
+            self._tail.append(data)
+            self._tail_len += len(data)
+        self._tail_ends_lf = data[-1] == _LF
+
+        last_lf = data.rfind(b"\n")
+        self._line_len = len(data) - last_lf - 1 if last_lf >= 0 else self._line_len + len(data)
+        if self._line_len > self._max_line:
+            self._stop("line")
+        elif self._tail_len > self._max_event:
+            self._stop("event")
+        return events
+
+    def close(self) -> list[SSEEvent]:
+        """Declare end of stream. The pending event is discarded, never dispatched.
+
+        Returns the events that end of stream completes, which is always none: it is a list so
+        that every layer has the same ``feed``/``close`` shape.
+        """
+        if self._closed:
+            raise ParserClosedError("close() after close()")
+        self._closed = True
+        if self.limit_exceeded is not None:
+            return []
+        tail = b"".join(self._tail) if self._tail else self._decoder.held
+        self._tail = []
+        if tail:
+            measure = self._decoder.measure
+            last_lf = tail.rfind(b"\n")
+            self.pending_event_chars = measure(tail)
+            self.pending_line_chars = measure(tail[last_lf + 1 :])
+            # Would a blank line here have dispatched an event? Only if a complete data line waits.
+            complete = tail[: last_lf + 1]
+            self.discarded_event = any(
+                line == b"data" or line.startswith(b"data:") for line in complete.split(b"\n")
+            )
+        return []
+
+    def _stop(self, stage: str) -> None:
+        self.limit_exceeded = stage
+        self.pending_event_chars = self._tail_len
+        self.pending_line_chars = self._line_len
+        self._tail = []
+        self._tail_len = 0
+
+    def _interpret(self, span: bytes, events: list[SSEEvent]) -> None:
+        """Dispatch every event in ``span``, which ends with a blank line."""
+        blocks = self._decoder.decode(span).split("\n\n")
+        blocks.pop()  # the empty string after the final blank line
+        for block in blocks:
+            if not block:
+                continue  # consecutive blank lines: dispatching an empty data buffer is a no-op
+            if block[0] == "\n":
+                block = block.lstrip("\n")
+            # Fast path: the one-line ``data:`` event that carries nearly every LLM token.
+            if block.startswith("data:") and "\n" not in block:
+                events.append(
+                    SSEEvent(
+                        "message",
+                        block[6:] if block[5:6] == " " else block[5:],
+                        self.last_event_id,
+                        self.retry,
+                    )
+                )
+                continue
+            event_type = ""
+            data: list[str] | None = None
+            for line in block.split("\n"):
+                if line[0] == ":":
+                    self.comment_count += 1
+                    continue
+                name, colon, value = line.partition(":")
+                if colon and value[:1] == " ":
+                    value = value[1:]
+                if name == "data":
+                    if data is None:
+                        data = [value]
+                    else:
+                        data.append(value)
+                elif name == "event":
+                    event_type = value
+                elif name == "id":
+                    if "\0" not in value:
+                        self.last_event_id = value
+                elif name == "retry":
+                    if value.isdigit() and value.isascii():
+                        self.retry = int(value)
+                else:
+                    self.unknown_field_count += 1
+            if data is not None:
+                events.append(
+                    SSEEvent(
+                        event_type or "message",
+                        data[0] if len(data) == 1 else "\n".join(data),
+                        self.last_event_id,
+                        self.retry,
+                    )
+                )
