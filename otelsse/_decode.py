@@ -25,7 +25,7 @@ class Utf8Decoder:
     ``decode()`` takes a span that ends at a line end.
     """
 
-    __slots__ = ("_held", "invalid_count", "decoded_chars")
+    __slots__ = ("_held", "decoded_chars", "invalid_count")
 
     def __init__(self) -> None:
         # Bytes held back at stream start while they are still a prefix of the BOM;

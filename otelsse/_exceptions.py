@@ -1,8 +1,8 @@
 """Exceptions for API misuse. Bad *input* is never an exception: it becomes an outcome.
 
-    OtelSSEError
-    ├── ParserClosedError   feed() after close()
-    └── StreamFault         the enforcing reader refused a stream (see reader.py)
+OtelSSEError
+├── ParserClosedError   feed() after close()
+└── StreamFault         the enforcing reader refused a stream (see reader.py)
 """
 
 from __future__ import annotations

@@ -61,10 +61,10 @@ class SSEParser:
         "_line_len",
         "_max_event",
         "_max_line",
+        "_skip_lf",
         "_tail",
         "_tail_ends_lf",
         "_tail_len",
-        "_skip_lf",
         "comment_count",
         "discarded_event",
         "last_event_id",
@@ -87,7 +87,7 @@ class SSEParser:
         # Bytes after the last blank line (the pending event), as fragments; LF-normalised.
         self._tail: list[bytes] = []
         self._tail_len = 0
-        # Whether the tail ends with LF, so that an LF at the start of the next read is a blank line.
+        # The tail ends with LF: an LF starting the next read is then a blank line.
         self._tail_ends_lf = False
         # Length of the line that has not ended yet (the bytes after the tail's last LF).
         self._line_len = 0

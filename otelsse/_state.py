@@ -1,0 +1,222 @@
+"""What a route adapter tells the monitor: the internal vocabulary, and the per-call accumulators.
+
+A route adapter turns provider envelopes into calls on ``StreamState``:
+
+    text_delta       text(key, chunk, reasoning=...)
+    item_open        open_tool(...) for tool calls; other items need no state
+    tool_args_delta  tool_args(call, fragment)
+    item_close       close_tool(call, ...)
+    usage            usage(input_tokens, output_tokens)
+    stop             stop(reason, success)
+    terminal         terminal()
+    error            provider_error(code)
+    keepalive        keepalive()
+    unknown          unknown()
+
+plus ``payload_invalid()`` and ``protocol_violation()`` for input the route cannot accept, and
+``anomaly(name)`` for oddities that are counted but do not change the outcome.
+
+Calls are direct method calls rather than signal objects: one event may produce several of them
+and this is the hot path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._json import JSONDecodeError, loads
+
+__all__ = ["StreamState", "ToolCall"]
+
+# How an accumulated argument string is judged.
+_UNCHECKED = 0
+_VALID = 1
+_INVALID = 2
+
+
+class ToolCall:
+    """Argument fragments of one tool call, keyed by the provider's own identity in the adapter."""
+
+    __slots__ = (
+        "arguments", "call_id", "closed", "empty_means", "fragments", "name", "size", "verdict",
+    )  # fmt: skip
+
+    def __init__(self, call_id: str | None, name: str | None, empty_means: Any) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.fragments: list[str] = []
+        self.size = 0
+        self.closed = False
+        # What empty arguments mean: Anthropic's ``input`` from content_block_start, else None
+        # (empty is then invalid, as OpenAI sends "{}" for a call without arguments).
+        self.empty_means = empty_means
+        # The parsed arguments once the call closed with valid JSON.
+        self.arguments: Any = None
+        self.verdict = _UNCHECKED
+
+    @property
+    def valid(self) -> bool:
+        return self.verdict == _VALID
+
+
+class StreamState:
+    """Everything the route adapters have established about one stream so far."""
+
+    __slots__ = (
+        "anomalies",
+        "collect_text",
+        "error_code",
+        "finish_reasons",
+        "input_tokens",
+        "keepalive_count",
+        "limit_stage",
+        "max_text_chars",
+        "max_tool_calls",
+        "max_tool_chars",
+        "output_tokens",
+        "payload_error",
+        "protocol_error",
+        "provider_error_seen",
+        "reasoning",
+        "response_id",
+        "response_model",
+        "stop_reason",
+        "stop_success",
+        "terminal_seen",
+        "text_chars",
+        "texts",
+        "tool_calls",
+        "unknown_count",
+    )
+
+    def __init__(
+        self, *, collect_text: bool, max_tool_chars: int, max_tool_calls: int, max_text_chars: int
+    ) -> None:
+        self.collect_text = collect_text
+        self.max_tool_chars = max_tool_chars
+        self.max_tool_calls = max_tool_calls
+        self.max_text_chars = max_text_chars
+        self.texts: dict[int, list[str]] = {}
+        self.reasoning: dict[int, list[str]] = {}
+        self.text_chars = 0
+        self.tool_calls: list[ToolCall] = []
+        self.terminal_seen = False
+        self.stop_reason: str | None = None
+        # None until a stop is declared; then whether the route counts it as success.
+        self.stop_success: bool | None = None
+        self.finish_reasons: list[str] = []
+        self.provider_error_seen = False
+        self.error_code: str | None = None
+        self.payload_error = False
+        self.protocol_error = False
+        self.limit_stage: str | None = None
+        self.unknown_count = 0
+        self.keepalive_count = 0
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.response_model: str | None = None
+        self.response_id: str | None = None
+        self.anomalies: dict[str, int] = {}
+
+    # -- text -------------------------------------------------------------------------------
+
+    def text(self, key: int, chunk: str, reasoning: bool = False) -> None:
+        if not self.collect_text:
+            return
+        self.text_chars += len(chunk)
+        if self.text_chars > self.max_text_chars:
+            self.limit_stage = self.limit_stage or "text"
+            return
+        store = self.reasoning if reasoning else self.texts
+        parts = store.get(key)
+        if parts is None:
+            store[key] = [chunk]
+        else:
+            parts.append(chunk)
+
+    # -- tool calls -------------------------------------------------------------------------
+
+    def open_tool(self, call_id: str | None, name: str | None, empty_means: Any = None) -> ToolCall:
+        call = ToolCall(call_id, name, empty_means)
+        if len(self.tool_calls) >= self.max_tool_calls:
+            self.limit_stage = self.limit_stage or "accumulator"
+            return call  # counted nowhere: parsing is over once a ceiling is hit
+        self.tool_calls.append(call)
+        return call
+
+    def tool_args(self, call: ToolCall, fragment: str) -> None:
+        if not fragment or call.closed:
+            return
+        call.size += len(fragment)
+        if call.size > self.max_tool_chars:
+            self.limit_stage = self.limit_stage or "accumulator"
+            call.fragments = []
+            return
+        call.fragments.append(fragment)
+
+    def close_tool(self, call: ToolCall, parsed: Any = None, *, whole: str | None = None) -> None:
+        """Close a call and judge its arguments: exactly one JSON value.
+
+        ``parsed`` is for providers that send arguments already as a JSON object (Gemini);
+        ``whole`` is the complete argument string when no fragments were streamed.
+        """
+        if call.closed:
+            return
+        call.closed = True
+        if parsed is not None:
+            call.arguments, call.verdict = parsed, _VALID
+            return
+        text = "".join(call.fragments) if call.fragments else (whole or "")
+        call.fragments = []
+        if not text.strip() and call.empty_means is not None:
+            call.arguments, call.verdict = call.empty_means, _VALID
+            return
+        try:
+            call.arguments, call.verdict = loads(text), _VALID
+        except JSONDecodeError:
+            call.verdict = _INVALID
+
+    # -- the rest of the vocabulary -----------------------------------------------------------
+
+    def stop(self, reason: str, success: bool) -> None:
+        self.finish_reasons.append(reason)
+        # The worst stop wins: one non-success choice makes the stream non-success.
+        if self.stop_success is None or (self.stop_success and not success):
+            self.stop_reason, self.stop_success = reason, success
+
+    def terminal(self) -> None:
+        self.terminal_seen = True
+
+    def provider_error(self, code: Any) -> None:
+        self.provider_error_seen = True
+        if self.error_code is None and isinstance(code, (str, int)) and not isinstance(code, bool):
+            self.error_code = str(code)
+
+    def usage(self, input_tokens: Any, output_tokens: Any) -> None:
+        # Snapshots are cumulative on every route that repeats them: replace, never add.
+        if type(input_tokens) is int:
+            self.input_tokens = input_tokens
+        if type(output_tokens) is int:
+            self.output_tokens = output_tokens
+
+    def identify(self, model: Any, response_id: Any) -> None:
+        if self.response_model is None and isinstance(model, str) and model:
+            self.response_model = model
+        if self.response_id is None and isinstance(response_id, str) and response_id:
+            self.response_id = response_id
+
+    def payload_invalid(self) -> None:
+        self.payload_error = True
+
+    def protocol_violation(self, name: str) -> None:
+        self.protocol_error = True
+        self.anomaly(name)
+
+    def keepalive(self) -> None:
+        self.keepalive_count += 1
+
+    def unknown(self) -> None:
+        self.unknown_count += 1
+
+    def anomaly(self, name: str) -> None:
+        self.anomalies[name] = self.anomalies.get(name, 0) + 1

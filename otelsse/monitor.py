@@ -1,0 +1,376 @@
+"""The stream monitor: bytes in, one ``StreamReport`` with one ``Outcome`` out.
+
+    StreamMonitor.feed(chunk, now)  -> SSEParser -> route adapter -> StreamState
+    StreamMonitor.close(now, error) -> StreamReport
+
+Sans-IO: the monitor reads no clock (timestamps are passed in, so tests are deterministic),
+performs no I/O and imports nothing outside the standard library and this package.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from . import semconv
+from ._exceptions import ParserClosedError
+from ._framing import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, SSEParser
+from ._state import StreamState
+from .events import SSEEvent
+from .routes import Route, RouteAdapter, SniffingAdapter, make_adapter
+
+__all__ = ["Limits", "Outcome", "StreamError", "StreamMonitor", "StreamReport"]
+
+StreamError = Literal["transport", "timeout", "cancelled"]
+
+# A shape the route did not expect (a missing key, a string where an object belongs) raises one
+# of these inside an adapter; the event is then a payload error, never an exception for the app.
+_SHAPE_ERRORS = (KeyError, TypeError, AttributeError, ValueError, IndexError)
+
+
+class Outcome(str, enum.Enum):
+    """How a stream ended; exactly one per stream (DESIGN §3, a public contract)."""
+
+    COMPLETE = "complete"
+    INCOMPLETE = "incomplete"
+    TRUNCATED = "truncated"
+    CANCELLED = "cancelled"
+    TIMEOUT = "timeout"
+    PROVIDER_ERROR = "provider_error"
+    PROTOCOL_ERROR = "protocol_error"
+    DECODE_ERROR = "decode_error"
+    PAYLOAD_ERROR = "payload_error"
+    BUFFER_LIMIT = "buffer_limit"
+    EOF_UNVERIFIED = "eof_unverified"
+    INTERNAL_ERROR = "internal_error"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Ceilings on everything the monitor holds for one stream.
+
+    Breaching one stops parsing with outcome ``buffer_limit``; in observe mode the application's
+    stream is never affected.
+    """
+
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    #: Characters of one tool call's accumulated arguments.
+    max_tool_argument_chars: int = 8 * 1024 * 1024
+    #: Tool calls in one stream.
+    max_tool_calls: int = 1024
+    #: Characters of text kept by the enforcing reader (observe mode keeps none).
+    max_text_chars: int = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class StreamReport:
+    """Everything the core knows about one finished stream. Never holds content.
+
+    Times are in seconds, computed from the ``now`` values given to the monitor; None where no
+    timestamp was given or the moment never came.
+    """
+
+    route: str
+    outcome: Outcome
+    terminal_seen: bool
+    stop_reason: str | None
+    finish_reasons: tuple[str, ...]
+    chunk_count: int
+    bytes_received: int
+    decoded_char_count: int
+    event_count: int
+    comment_count: int
+    unknown_event_count: int
+    pending_line_chars: int
+    pending_event_chars: int
+    discarded_event: bool
+    open_accumulator_count: int
+    tool_call_count: int
+    tool_call_invalid_count: int
+    buffer_limit_stage: str | None
+    decode_error_count: int
+    provider_error_code: str | None
+    error: StreamError | None
+    time_to_first_byte: float | None
+    time_to_first_event: float | None
+    max_inter_event_gap: float | None
+    duration: float | None
+    provider_name: str | None
+    response_model: str | None
+    response_id: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    anomalies: Mapping[str, int] = field(default_factory=dict)
+
+    def to_attributes(self) -> dict[str, str | bool | int | float | tuple[str, ...]]:
+        """The sanitized span attributes (DESIGN §4): counts, sizes, timings, ids; no content."""
+        s = semconv
+        attributes: dict[str, str | bool | int | float | tuple[str, ...]] = {
+            s.ROUTE: self.route,
+            s.OUTCOME: self.outcome.value,
+            s.TERMINAL_SEEN: self.terminal_seen,
+            s.CHUNK_COUNT: self.chunk_count,
+            s.BYTES_RECEIVED: self.bytes_received,
+            s.DECODED_CHAR_COUNT: self.decoded_char_count,
+            s.EVENT_COUNT: self.event_count,
+            s.COMMENT_COUNT: self.comment_count,
+            s.UNKNOWN_EVENT_COUNT: self.unknown_event_count,
+            s.PENDING_LINE_CHARS: self.pending_line_chars,
+            s.PENDING_EVENT_CHARS: self.pending_event_chars,
+            s.OPEN_ACCUMULATOR_COUNT: self.open_accumulator_count,
+            s.TOOL_CALL_COUNT: self.tool_call_count,
+            s.TOOL_CALL_INVALID_COUNT: self.tool_call_invalid_count,
+            s.DECODE_ERROR_COUNT: self.decode_error_count,
+            s.ANOMALY_COUNT: sum(self.anomalies.values()),
+        }
+        optional: dict[str, str | int | float | None] = {
+            s.STOP_REASON: self.stop_reason,
+            s.BUFFER_LIMIT_STAGE: self.buffer_limit_stage,
+            s.PROVIDER_ERROR_CODE: self.provider_error_code,
+            s.TIME_TO_FIRST_BYTE: self.time_to_first_byte,
+            s.TIME_TO_FIRST_EVENT: self.time_to_first_event,
+            s.MAX_INTER_EVENT_GAP: self.max_inter_event_gap,
+            s.DURATION: self.duration,
+            s.GEN_AI_PROVIDER_NAME: self.provider_name,
+            s.GEN_AI_RESPONSE_MODEL: self.response_model,
+            s.GEN_AI_RESPONSE_ID: self.response_id,
+            s.GEN_AI_USAGE_INPUT_TOKENS: self.input_tokens,
+            s.GEN_AI_USAGE_OUTPUT_TOKENS: self.output_tokens,
+            s.ERROR_TYPE: self.outcome.value if self.outcome.value in s.ERROR_OUTCOMES else None,
+        }
+        attributes.update((key, value) for key, value in optional.items() if value is not None)
+        if self.provider_name is not None:
+            attributes[s.GEN_AI_REQUEST_STREAM] = True
+            # The GenAI conventions ask for "error" when the stream ended before its final event.
+            reasons = self.finish_reasons if self.terminal_seen else (*self.finish_reasons, "error")
+            if reasons:
+                attributes[s.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+        return attributes
+
+
+class StreamMonitor:
+    """Watches one streamed response: ``feed(chunk, now)`` as bytes arrive, then ``close()``.
+
+    Args:
+        route: a route name (see ``otelsse.routes.route_names()``; ``"auto"`` sniffs the
+            contract from the first events), a registered ``Route``, or an adapter instance.
+        limits: ceilings on every buffer; ``Limits()`` when None.
+        started_at: when the request was sent, in the same clock as the ``now`` values; times
+            are measured from it. Defaults to the first ``now`` given.
+        collect_text: keep text deltas in memory (the enforcing reader does; observe mode not).
+
+    Raises:
+        KeyError: unknown route name.
+        ParserClosedError: ``feed()`` or ``close()`` after ``close()``.
+    """
+
+    __slots__ = (
+        "_adapter",
+        "_closed",
+        "_first_byte_at",
+        "_first_event_at",
+        "_last_event_at",
+        "_max_gap",
+        "_parser",
+        "_started_at",
+        "_state",
+        "bytes_received",
+        "chunk_count",
+        "event_count",
+    )
+
+    def __init__(
+        self,
+        route: str | Route | RouteAdapter = "generic",
+        *,
+        limits: Limits | None = None,
+        started_at: float | None = None,
+        collect_text: bool = False,
+    ) -> None:
+        limits = limits or Limits()
+        self._adapter = route if isinstance(route, RouteAdapter) else make_adapter(route)
+        self._parser = SSEParser(
+            max_line_bytes=limits.max_line_bytes, max_event_bytes=limits.max_event_bytes
+        )
+        self._state = StreamState(
+            collect_text=collect_text,
+            max_tool_chars=limits.max_tool_argument_chars,
+            max_tool_calls=limits.max_tool_calls,
+            max_text_chars=limits.max_text_chars,
+        )
+        self._started_at = started_at
+        self._first_byte_at: float | None = None
+        self._first_event_at: float | None = None
+        self._last_event_at: float | None = None
+        self._max_gap: float | None = None
+        self._closed = False
+        self.chunk_count = 0
+        self.bytes_received = 0
+        self.event_count = 0
+
+    @property
+    def state(self) -> StreamState:
+        """What the route has established so far (for the enforcing reader)."""
+        return self._state
+
+    @property
+    def terminal_seen(self) -> bool:
+        """The route's terminal event has arrived."""
+        return self._state.terminal_seen
+
+    @property
+    def route(self) -> str:
+        """The route name; for ``"auto"``, the contract sniffed so far (``generic`` until then)."""
+        return self._effective_adapter().name
+
+    def feed(self, chunk: bytes, now: float | None = None) -> list[SSEEvent]:
+        """Take the next bytes as the application read them; return the events they completed.
+
+        Never raises on bad input: whatever the bytes are, they end up in the report.
+        """
+        if self._closed:
+            raise ParserClosedError("feed() after close()")
+        if not chunk:
+            return []
+        self.chunk_count += 1
+        self.bytes_received += len(chunk)
+        if now is not None:
+            if self._started_at is None:
+                self._started_at = now
+            if self._first_byte_at is None:
+                self._first_byte_at = now
+        state = self._state
+        if state.limit_stage is not None:
+            return []
+        events = self._parser.feed(chunk)
+        if events:
+            self.event_count += len(events)
+            if now is not None:
+                last = self._last_event_at
+                if last is None:
+                    self._first_event_at = now
+                elif self._max_gap is None or now - last > self._max_gap:
+                    self._max_gap = now - last
+                self._last_event_at = now
+            on_event = self._adapter.on_event
+            for event in events:
+                try:
+                    on_event(event, state)
+                except _SHAPE_ERRORS:
+                    state.payload_invalid()
+        if self._parser.limit_exceeded is not None:
+            state.limit_stage = state.limit_stage or self._parser.limit_exceeded
+        return events
+
+    def flag_protocol_error(self, reason: str) -> None:
+        """Record that the response broke the route's HTTP contract (status, media type)."""
+        self._state.protocol_violation(reason)
+
+    def close(self, now: float | None = None, *, error: StreamError | None = None) -> StreamReport:
+        """Declare the end of the stream and return its report.
+
+        Args:
+            now: the time the stream ended.
+            error: None for a clean EOF; ``"transport"`` (connection lost), ``"timeout"`` (the
+                client's read deadline fired) or ``"cancelled"`` (the application stopped
+                reading) when it ended otherwise.
+        """
+        if self._closed:
+            raise ParserClosedError("close() after close()")
+        self._closed = True
+        parser, state = self._parser, self._state
+        parser.close()
+        if state.limit_stage is None:
+            self._adapter.on_close(state)
+        adapter = self._effective_adapter()
+        tool_calls = state.tool_calls
+        invalid_tools = sum(1 for call in tool_calls if call.closed and not call.valid)
+        open_tools = sum(1 for call in tool_calls if not call.closed)
+        outcome = self._classify(error, adapter, invalid_tools)
+        start = self._started_at
+        first_event = self._first_event_at
+        return StreamReport(
+            route=adapter.name,
+            outcome=outcome,
+            terminal_seen=state.terminal_seen,
+            stop_reason=state.stop_reason,
+            finish_reasons=tuple(state.finish_reasons),
+            chunk_count=self.chunk_count,
+            bytes_received=self.bytes_received,
+            decoded_char_count=parser.decoded_chars,
+            event_count=self.event_count,
+            comment_count=parser.comment_count,
+            unknown_event_count=state.unknown_count,
+            pending_line_chars=parser.pending_line_chars,
+            pending_event_chars=parser.pending_event_chars,
+            discarded_event=parser.discarded_event,
+            open_accumulator_count=open_tools,
+            tool_call_count=len(tool_calls),
+            tool_call_invalid_count=invalid_tools,
+            buffer_limit_stage=state.limit_stage,
+            decode_error_count=parser.invalid_utf8_count,
+            provider_error_code=state.error_code,
+            error=error,
+            time_to_first_byte=_since(start, self._first_byte_at),
+            time_to_first_event=_since(start, first_event),
+            max_inter_event_gap=self._max_gap
+            if self._max_gap is not None
+            else (0.0 if first_event is not None else None),
+            duration=_since(start, now),
+            provider_name=adapter.provider,
+            response_model=state.response_model,
+            response_id=state.response_id,
+            input_tokens=state.input_tokens,
+            output_tokens=state.output_tokens,
+            anomalies=dict(state.anomalies),
+        )
+
+    def _effective_adapter(self) -> RouteAdapter:
+        adapter = self._adapter
+        if isinstance(adapter, SniffingAdapter) and adapter.chosen is not None:
+            return adapter.chosen
+        return adapter
+
+    def _classify(
+        self, error: StreamError | None, adapter: RouteAdapter, invalid_tools: int
+    ) -> Outcome:
+        """The one outcome, first match wins (reference/provider-contracts.md §7, DESIGN §3)."""
+        state, parser = self._state, self._parser
+        if state.limit_stage is not None:
+            return Outcome.BUFFER_LIMIT
+        if state.protocol_error:
+            return Outcome.PROTOCOL_ERROR
+        if state.payload_error:
+            return Outcome.PAYLOAD_ERROR
+        if state.provider_error_seen:
+            return Outcome.PROVIDER_ERROR
+        # Invalid arguments under a success stop are a payload bug; under length/max_tokens
+        # they are the expected shape of a cut-off answer, reported as incomplete below.
+        if invalid_tools and state.terminal_seen and state.stop_success is not False:
+            return Outcome.PAYLOAD_ERROR
+        if parser.invalid_utf8_count:
+            return Outcome.DECODE_ERROR
+        pending = parser.discarded_event or parser.pending_line_chars > 0
+        if pending or not state.terminal_seen:
+            if error == "timeout":
+                return Outcome.TIMEOUT
+            if error == "cancelled":
+                return Outcome.CANCELLED
+            if error is None and not pending and not adapter.has_terminal:
+                return Outcome.EOF_UNVERIFIED
+            return Outcome.TRUNCATED
+        if state.stop_success is False:
+            return Outcome.INCOMPLETE
+        return Outcome.COMPLETE
+
+
+def _since(start: float | None, moment: float | None) -> float | None:
+    if start is None or moment is None:
+        return None
+    return max(0.0, moment - start)

@@ -1,0 +1,114 @@
+"""Anthropic Messages (``POST /v1/messages``; also Vertex ``:streamRawPredict`` and Bedrock Mantle).
+
+Terminal rule (reference/provider-contracts.md §4.3): ``message_stop`` after a ``message_delta``
+that carried a ``stop_reason``; ``event: error`` is a provider error. Content blocks are keyed by
+``index``; a tool block's input is the concatenated ``partial_json``, and an empty buffer means
+the ``input`` from ``content_block_start`` (``{}``), not invalid JSON. Every block must be
+closed before the ``message_delta``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from .._state import StreamState, ToolCall
+from ..events import SSEEvent
+from ._base import RouteAdapter, parse_object
+
+__all__ = ["AnthropicMessagesAdapter"]
+
+_TOOL_BLOCK_TYPES = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+
+
+class AnthropicMessagesAdapter(RouteAdapter):
+    name: ClassVar[str] = "anthropic.messages"
+    provider: ClassVar[str | None] = "anthropic"
+    success_stops: ClassVar[frozenset[str]] = frozenset({"end_turn", "stop_sequence", "tool_use"})
+
+    def __init__(self) -> None:
+        self._open_blocks: set[int] = set()
+        self._calls: dict[int, ToolCall] = {}
+        self._ended = False
+
+    def on_event(self, event: SSEEvent, state: StreamState) -> None:
+        if self._ended:
+            state.anomaly("event_after_terminal")
+            return
+        name: Any = event.event
+        if name == "ping":
+            state.keepalive()
+            return
+        obj = parse_object(event, state)
+        if obj is None:
+            return
+        kind = obj.get("type")
+        if name == "message":
+            name = kind  # no ``event:`` line: the data's type is all there is
+        elif kind != name:
+            state.anomaly("event_name_mismatch")
+        if name == "content_block_delta":
+            self._on_delta(obj, state)
+        elif name == "content_block_start":
+            index = obj["index"]
+            if index in self._open_blocks:
+                state.protocol_violation("block_reopened")
+            self._open_blocks.add(index)
+            block = obj["content_block"]
+            if block.get("type") in _TOOL_BLOCK_TYPES:
+                empty_means = block.get("input")
+                self._calls[index] = state.open_tool(
+                    block.get("id"), block.get("name"), {} if empty_means is None else empty_means
+                )
+        elif name == "content_block_stop":
+            index = obj["index"]
+            if index not in self._open_blocks:
+                state.protocol_violation("block_stop_without_start")
+            self._open_blocks.discard(index)
+            call = self._calls.pop(index, None)
+            if call is not None:
+                state.close_tool(call)
+        elif name == "message_start":
+            message = obj["message"]
+            state.identify(message.get("model"), message.get("id"))
+            usage = message.get("usage") or {}
+            state.usage(usage.get("input_tokens"), usage.get("output_tokens"))
+        elif name == "message_delta":
+            reason = (obj.get("delta") or {}).get("stop_reason")
+            if reason is not None:
+                if self._open_blocks:
+                    state.protocol_violation("stop_with_open_block")
+                if type(reason) is not str:
+                    state.payload_invalid()
+                else:
+                    state.stop(reason, reason in self.success_stops)
+            usage = obj.get("usage") or {}
+            state.usage(usage.get("input_tokens"), usage.get("output_tokens"))
+        elif name == "message_stop":
+            self._ended = True
+            if state.stop_success is None:
+                state.protocol_violation("message_stop_without_stop_reason")
+            state.terminal()
+        elif name == "error":
+            self._ended = True
+            error = obj.get("error")
+            state.provider_error(error.get("type") if type(error) is dict else None)
+        else:
+            state.unknown()
+
+    def _on_delta(self, obj: dict[str, Any], state: StreamState) -> None:
+        index = obj["index"]
+        if index not in self._open_blocks:
+            state.protocol_violation("delta_without_block")
+            return
+        delta = obj["delta"]
+        kind = delta.get("type")
+        if kind == "text_delta":
+            state.text(index, delta["text"])
+        elif kind == "input_json_delta":
+            call = self._calls.get(index)
+            if call is None:
+                state.protocol_violation("input_delta_outside_tool_block")
+            else:
+                state.tool_args(call, delta["partial_json"])
+        elif kind == "thinking_delta":
+            state.text(index, delta["thinking"], reasoning=True)

@@ -1,0 +1,84 @@
+"""Google Gemini ``:streamGenerateContent?alt=sse`` (Gemini API and Vertex AI).
+
+Terminal rule (reference/provider-contracts.md §5.3): there is no end marker; the stream is
+finished when every candidate seen has carried a ``finishReason``, or when a chunk with no
+candidates blocks the prompt (``promptFeedback.blockReason``). ``STOP`` is the only success,
+also after a function call. A ``{"error": ...}`` payload is a provider error. Function calls
+arrive whole, with ``args`` already an object.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from .._state import StreamState
+from ..events import SSEEvent
+from ._base import RouteAdapter, parse_object
+
+__all__ = ["GeminiAdapter"]
+
+
+class GeminiAdapter(RouteAdapter):
+    name: ClassVar[str] = "gemini.generate_content"
+    provider: ClassVar[str | None] = "gcp.gemini"
+    success_stops: ClassVar[frozenset[str]] = frozenset({"STOP"})
+
+    def __init__(self) -> None:
+        # candidate index -> its finishReason, None while still open
+        self._finish: dict[int, str | None] = {}
+        self._ended = False
+
+    def on_event(self, event: SSEEvent, state: StreamState) -> None:
+        if self._ended:
+            state.anomaly("event_after_terminal")
+            return
+        obj = parse_object(event, state)
+        if obj is None:
+            return
+        error = obj.get("error")
+        if error:
+            self._ended = True
+            state.provider_error(
+                (error.get("status") or error.get("code")) if type(error) is dict else None
+            )
+            return
+        if state.response_model is None:
+            state.identify(obj.get("modelVersion"), obj.get("responseId"))
+        usage = obj.get("usageMetadata")
+        if usage:
+            state.usage(usage.get("promptTokenCount"), usage.get("candidatesTokenCount"))
+        candidates = obj.get("candidates")
+        if candidates:
+            for candidate in candidates:
+                self._on_candidate(candidate, state)
+            if None not in self._finish.values():
+                self._ended = True
+                state.terminal()
+            return
+        blocked = (obj.get("promptFeedback") or {}).get("blockReason")
+        if blocked:
+            self._ended = True
+            state.stop(str(blocked), False)
+            state.terminal()
+
+    def _on_candidate(self, candidate: dict[str, Any], state: StreamState) -> None:
+        index = candidate.get("index", 0)
+        if self._finish.get(index) is not None:
+            state.anomaly("event_after_finish_reason")
+        elif index not in self._finish:
+            self._finish[index] = None
+        content = candidate.get("content")
+        if content:
+            for part in content.get("parts") or ():
+                text = part.get("text")
+                if text:
+                    state.text(index, text, reasoning=part.get("thought") is True)
+                call = part.get("functionCall")
+                if call:
+                    tool = state.open_tool(call.get("id"), call.get("name"))
+                    args = call.get("args")
+                    state.close_tool(tool, parsed={} if args is None else args)
+        reason = candidate.get("finishReason")
+        if reason and self._finish.get(index) is None:
+            self._finish[index] = str(reason)
+            state.stop(str(reason), reason in self.success_stops)

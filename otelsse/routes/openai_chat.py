@@ -1,0 +1,162 @@
+"""OpenAI Chat Completions, and every OpenAI-compatible server that speaks the same contract.
+
+Terminal rule (reference/provider-contracts.md §2.3): every choice has had a non-null
+``finish_reason``, then ``data: [DONE]``. An ``error`` object anywhere, or ``event: error``, is a
+provider error even when ``[DONE]`` follows. Tool-call fragments are keyed by
+``(choice index, tool_calls[].index)``; ``id`` and ``name`` come on the first fragment only.
+Servers that leave out the index, or reuse index 0 for parallel calls (Ollama, Gemini's
+compatibility layer), are handled by the id: a fragment with a new id starts a new call.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from .._state import StreamState, ToolCall
+from ..events import SSEEvent
+from ._base import RouteAdapter, parse_object
+
+__all__ = ["OpenAIChatAdapter"]
+
+_DEPRECATED_FUNCTION_CALL = -1  # tool index used for the legacy single ``function_call`` delta
+
+
+class OpenAIChatAdapter(RouteAdapter):
+    """Chat Completions chunks.
+
+    Args:
+        require_done: the server ends with ``data: [DONE]`` (api.openai.com does); when False,
+            a clean EOF after every choice finished is complete (Writer and some gateways).
+        allow_null_finish_reason: accept ``[DONE]`` on a choice that never sent a finish
+            reason as a complete answer (some compatible servers do this on success).
+    """
+
+    name: ClassVar[str] = "openai.chat_completions"
+    provider: ClassVar[str | None] = "openai"
+    success_stops: ClassVar[frozenset[str]] = frozenset({"stop", "tool_calls", "function_call"})
+
+    def __init__(self, *, require_done: bool = True, allow_null_finish_reason: bool = False):
+        self._require_done = require_done
+        self._allow_null_finish = allow_null_finish_reason
+        # choice index -> its finish reason, None while the choice is still open
+        self._finish: dict[int, str | None] = {}
+        # choice index -> tool index -> the call currently using that index
+        self._by_index: dict[int, dict[int, ToolCall]] = {}
+        # choice index -> every call opened for that choice, closed at its finish_reason
+        self._open: dict[int, list[ToolCall]] = {}
+        self._done = False
+
+    def on_event(self, event: SSEEvent, state: StreamState) -> None:
+        if self._done:
+            state.anomaly("event_after_terminal")
+            return
+        if event.data.startswith("[DONE]"):
+            self._on_done(state)
+            return
+        if event.event == "error":
+            state.provider_error(None)
+        obj = parse_object(event, state)
+        if obj is None:
+            return
+        error = obj.get("error")
+        if error:
+            code = (error.get("code") or error.get("type")) if type(error) is dict else None
+            state.provider_error(code)
+        if state.response_model is None:
+            state.identify(obj.get("model"), obj.get("id"))
+        choices = obj.get("choices")
+        if choices:
+            for choice in choices:
+                self._on_choice(choice, state)
+        usage = obj.get("usage")
+        if usage:
+            state.usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+
+    def _on_choice(self, choice: dict[str, Any], state: StreamState) -> None:
+        index = choice.get("index", 0)
+        if index not in self._finish:
+            self._finish[index] = None
+        delta = choice.get("delta")
+        if delta:
+            content = delta.get("content")
+            if content:
+                state.text(index, content)
+            tool_calls = delta.get("tool_calls")
+            if tool_calls:
+                for fragment in tool_calls:
+                    self._on_tool_fragment(index, fragment.get("index"), fragment, state)
+            legacy = delta.get("function_call")
+            if legacy:
+                legacy_call = {"function": legacy}
+                self._on_tool_fragment(index, _DEPRECATED_FUNCTION_CALL, legacy_call, state)
+            refusal = delta.get("refusal")
+            if refusal:
+                state.text(index, refusal)
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if reasoning and type(reasoning) is str:
+                state.text(index, reasoning, reasoning=True)
+        reason = choice.get("finish_reason")
+        if reason is not None:
+            self._on_finish(index, reason, state)
+
+    def _on_tool_fragment(
+        self, choice: int, tool_index: int | None, fragment: dict[str, Any], state: StreamState
+    ) -> None:
+        function = fragment.get("function") or {}
+        call_id = fragment.get("id")
+        by_index = self._by_index.setdefault(choice, {})
+        opened = self._open.setdefault(choice, [])
+        if tool_index is None:
+            # No index: a fragment with an id starts a call, one without continues the last.
+            call = opened[-1] if opened and not call_id else None
+        else:
+            call = by_index.get(tool_index)
+            if call is not None and call_id and call.call_id and call.call_id != call_id:
+                state.anomaly("tool_index_reused")
+                call = None
+        if call is None:
+            call = state.open_tool(call_id, function.get("name"))
+            opened.append(call)
+            if tool_index is not None:
+                by_index[tool_index] = call
+        else:
+            # Some servers send the arguments before the name and id.
+            call.call_id = call.call_id or call_id
+            call.name = call.name or function.get("name")
+        arguments = function.get("arguments")
+        if arguments:
+            state.tool_args(call, arguments)
+
+    def _on_finish(self, choice: int, reason: Any, state: StreamState) -> None:
+        if type(reason) is not str:
+            state.payload_invalid()
+            return
+        if self._finish.get(choice) is not None:
+            state.anomaly("repeated_finish_reason")  # OpenRouter repeats it: idempotent
+            return
+        self._finish[choice] = reason
+        self._close_calls(choice, state)
+        state.stop(reason, reason in self.success_stops)
+
+    def _close_calls(self, choice: int, state: StreamState) -> None:
+        for call in self._open.pop(choice, ()):
+            state.close_tool(call)
+        self._by_index.pop(choice, None)
+
+    def _all_finished(self) -> bool:
+        return bool(self._finish) and None not in self._finish.values()
+
+    def _on_done(self, state: StreamState) -> None:
+        self._done = True
+        if self._all_finished():
+            state.terminal()
+        elif self._allow_null_finish and not state.provider_error_seen:
+            for choice in list(self._open):
+                self._close_calls(choice, state)
+            state.terminal()
+        else:
+            state.anomaly("done_without_finish_reason")
+
+    def on_close(self, state: StreamState) -> None:
+        if not self._done and not self._require_done and self._all_finished():
+            state.terminal()
