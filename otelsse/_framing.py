@@ -16,7 +16,9 @@ Decisions where readers of the spec have disagreed, each with a named test:
   ``id`` or ``retry`` fields dispatches nothing (but ``id``/``retry`` still take effect).
 - The last event ID persists across events until the server sets another (it is never reset).
 - An ``id`` value containing U+0000 is ignored.
-- ``retry`` is honoured only when its value is one or more ASCII digits.
+- ``retry`` is honoured only when its value is one to 18 ASCII digits (longer values overflow
+  64 bits and are ignored, as Chromium does). It takes effect when its line is processed, so
+  a ``retry`` in an event still pending is in force (``SSEParser.retry``) before dispatch.
 - At EOF the pending event is discarded, never dispatched; ``discarded_event`` says so.
 """
 
@@ -61,6 +63,7 @@ class SSEParser:
         "_line_len",
         "_max_event",
         "_max_line",
+        "_retry",
         "_skip_lf",
         "_tail",
         "_tail_ends_lf",
@@ -71,7 +74,6 @@ class SSEParser:
         "limit_exceeded",
         "pending_event_chars",
         "pending_line_chars",
-        "retry",
         "unknown_field_count",
     )
 
@@ -96,8 +98,8 @@ class SSEParser:
         self._closed = False
         #: The last event ID buffer; persists across events (WHATWG: "does not get reset").
         self.last_event_id = ""
-        #: The reconnection time in milliseconds, once the stream has set one.
-        self.retry: int | None = None
+        # The reconnection time set by lines already interpreted (see the ``retry`` property).
+        self._retry: int | None = None
         self.comment_count = 0
         self.unknown_field_count = 0
         #: ``"line"`` or ``"event"`` once a ceiling was breached (parsing stopped), else ``None``.
@@ -117,6 +119,23 @@ class SSEParser:
     def decoded_chars(self) -> int:
         """Characters decoded from complete events so far."""
         return self._decoder.decoded_chars
+
+    @property
+    def retry(self) -> int | None:
+        """The reconnection time in milliseconds in force, once the stream has set one.
+
+        Includes ``retry`` lines of the event still pending: the field takes effect when its
+        line is processed, not when the event is dispatched.
+        """
+        retry = self._retry
+        if self._tail:
+            tail = b"".join(self._tail)
+            for line in tail[: tail.rfind(b"\n") + 1].split(b"\n"):
+                if line.startswith(b"retry"):
+                    name, _, value = line.decode("utf-8", "replace").partition(":")
+                    if name == "retry":
+                        retry = _maybe_retry(value[1:] if value[:1] == " " else value, retry)
+        return retry
 
     @property
     def pending_bytes(self) -> int:
@@ -185,6 +204,7 @@ class SSEParser:
         self._closed = True
         if self.limit_exceeded is not None:
             return []
+        self._retry = self.retry
         tail = b"".join(self._tail) if self._tail else self._decoder.held
         self._tail = []
         if tail:
@@ -222,7 +242,7 @@ class SSEParser:
                         "message",
                         block[6:] if block[5:6] == " " else block[5:],
                         self.last_event_id,
-                        self.retry,
+                        self._retry,
                     )
                 )
                 continue
@@ -246,8 +266,7 @@ class SSEParser:
                     if "\0" not in value:
                         self.last_event_id = value
                 elif name == "retry":
-                    if value.isdigit() and value.isascii():
-                        self.retry = int(value)
+                    self._retry = _maybe_retry(value, self._retry)
                 else:
                     self.unknown_field_count += 1
             if data is not None:
@@ -256,6 +275,13 @@ class SSEParser:
                         event_type or "message",
                         data[0] if len(data) == 1 else "\n".join(data),
                         self.last_event_id,
-                        self.retry,
+                        self._retry,
                     )
                 )
+
+
+def _maybe_retry(value: str, current: int | None) -> int | None:
+    """The new reconnection time if ``value`` is one to 18 ASCII digits, else ``current``."""
+    if value.isdigit() and value.isascii() and len(value) <= 18:
+        return int(value)
+    return current

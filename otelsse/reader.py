@@ -1,0 +1,407 @@
+"""The enforcing reader: text and tool calls, released only once the stream has really ended.
+
+``read_stream()`` reads a whole response through the same ``StreamMonitor`` the instrumentation
+uses and returns a ``StreamResult`` only after the route's terminal event, with every tool call's
+arguments parsed as exactly one JSON value (and checked against the tool's JSON Schema when one is
+given). Anything else raises ``StreamFault`` with a stable ``code``: an outcome name
+(``truncated``, ``provider_error``, ``incomplete``...) or ``unaccepted_stop`` /
+``tool_schema_error``. A fault's message never contains content.
+
+For a UI that must show tokens as they come, ``StreamReader`` yields ``TextDelta`` values
+first: they are marked ``provisional`` because nothing is accepted until ``result()`` returns.
+
+Sources: an httpx or httpx2 ``Response`` (sync or async), a requests ``Response`` opened with
+``stream=True``, or any (async) iterable of ``bytes``. Responses are checked for a 2xx status and
+the ``text/event-stream`` media type before their body is read.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._exceptions import OtelSSEError
+from .monitor import Limits, Outcome, StreamError, StreamMonitor, StreamReport
+from .routes import AUTO, detect_route, make_adapter
+
+__all__ = [
+    "AsyncStreamReader",
+    "StreamFault",
+    "StreamReader",
+    "StreamResult",
+    "TextDelta",
+    "ToolCallResult",
+    "aread_stream",
+    "read_stream",
+]
+
+#: Codes a ``StreamFault`` may carry besides the outcome names.
+UNACCEPTED_STOP = "unaccepted_stop"
+TOOL_SCHEMA_ERROR = "tool_schema_error"
+
+ToolSchemas = Mapping[str, Mapping[str, Any]] | Iterable[Mapping[str, Any]]
+
+
+class StreamFault(OtelSSEError):
+    """The enforcing reader refused a stream.
+
+    Attributes:
+        code: stable machine-readable reason: an outcome name, ``unaccepted_stop`` or
+            ``tool_schema_error``.
+        report: the stream's report, when the body was read (None for a refused status).
+    """
+
+    def __init__(self, code: str, report: StreamReport | None = None, *, detail: str = ""):
+        self.code = code
+        self.report = report
+        message = f"stream refused: {code}"
+        if report is not None:
+            message += f" (route={report.route}, stop_reason={report.stop_reason})"
+        if detail:
+            message += f": {detail}"
+        super().__init__(message)
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of text as it arrived; ``provisional`` until the stream is accepted."""
+
+    key: int
+    text: str
+    reasoning: bool = False
+    provisional: bool = True
+
+    def __repr__(self) -> str:
+        return (
+            f"TextDelta(key={self.key}, text=<{len(self.text)} chars>, reasoning={self.reasoning})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallResult:
+    """One accepted tool call: its arguments parsed as exactly one JSON value."""
+
+    id: str | None
+    name: str | None
+    arguments: Any = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamResult:
+    """An accepted stream.
+
+    ``texts`` maps the route's own key (choice index for chat and Gemini, content-block index
+    for Anthropic, output index for Responses) to that part's text; ``reasoning`` likewise for
+    reasoning/thinking text.
+    """
+
+    texts: Mapping[int, str] = field(repr=False)
+    reasoning: Mapping[int, str] = field(repr=False)
+    tool_calls: tuple[ToolCallResult, ...]
+    stop_reason: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    report: StreamReport
+
+    @property
+    def text(self) -> str:
+        """All visible text, in key order."""
+        return "".join(self.texts[key] for key in sorted(self.texts))
+
+
+def _normalise_tools(tools: ToolSchemas | None) -> dict[str, Mapping[str, Any]]:
+    """Tool name -> JSON Schema, from a mapping or from OpenAI/Anthropic tool lists."""
+    if tools is None:
+        return {}
+    if isinstance(tools, Mapping):
+        return dict(tools)
+    schemas: dict[str, Mapping[str, Any]] = {}
+    for tool in tools:
+        spec = tool.get("function", tool)  # OpenAI chat nests the function
+        schema = spec.get("parameters") or spec.get("input_schema")
+        if spec.get("name") and schema is not None:
+            schemas[spec["name"]] = schema
+    return schemas
+
+
+def _header(headers: Any, name: str) -> str | None:
+    value = headers.get(name) if headers is not None else None
+    return value if isinstance(value, str) else None
+
+
+class _Enforcer:
+    """What the sync and async readers share: route choice, HTTP checks, monitor, verdict."""
+
+    def __init__(
+        self,
+        source: Any,
+        route: str | None,
+        tools: ToolSchemas | None,
+        limits: Limits | None,
+        accept_stop_reasons: Iterable[str] | None,
+    ) -> None:
+        self._schemas = _normalise_tools(tools)
+        if self._schemas:
+            try:
+                import jsonschema  # noqa: F401 - optional extra, checked up front
+            except ImportError as exc:  # pragma: no cover - jsonschema is a test dependency
+                raise OtelSSEError(
+                    "tools= needs jsonschema: pip install 'otelsse[schema]'"
+                ) from exc
+        self._accept = frozenset(accept_stop_reasons) if accept_stop_reasons is not None else None
+        self._check_http(source)
+        if route is None:
+            route = self._detect(source)
+        self.monitor = StreamMonitor(
+            make_adapter(route), limits=limits, started_at=time.monotonic(), collect_text=True
+        )
+        self._delivered: dict[tuple[bool, int], int] = {}
+
+    @staticmethod
+    def _check_http(source: Any) -> None:
+        status = getattr(source, "status_code", None)
+        if isinstance(status, int) and not 200 <= status < 300:
+            raise StreamFault(Outcome.PROTOCOL_ERROR.value, detail=f"HTTP status {status}")
+        headers = getattr(source, "headers", None)
+        if status is not None and headers is not None:
+            media = (_header(headers, "content-type") or "").split(";", 1)[0].strip().lower()
+            if media != "text/event-stream":
+                raise StreamFault(Outcome.PROTOCOL_ERROR.value, detail=f"media type {media!r}")
+
+    @staticmethod
+    def _detect(source: Any) -> str:
+        request = getattr(source, "request", None)
+        method, url = getattr(request, "method", None), getattr(request, "url", None)
+        if isinstance(method, str) and url is not None:
+            content_type = _header(getattr(source, "headers", None), "content-type")
+            return detect_route(method, str(url), content_type) or AUTO
+        return AUTO
+
+    def feed(self, chunk: bytes) -> list[TextDelta]:
+        monitor = self.monitor
+        if not monitor.feed(chunk, time.monotonic()):
+            return []
+        state = monitor.state
+        deltas: list[TextDelta] = []
+        for reasoning, store in ((False, state.texts), (True, state.reasoning)):
+            for key, parts in store.items():
+                seen = self._delivered.get((reasoning, key), 0)
+                if seen < len(parts):
+                    deltas.extend(TextDelta(key, part, reasoning) for part in parts[seen:])
+                    self._delivered[(reasoning, key)] = len(parts)
+        return deltas
+
+    def finish(self, error: StreamError | None = None) -> StreamResult:
+        report = self.monitor.close(time.monotonic(), error=error)
+        outcome, stop = report.outcome, report.stop_reason
+        accept = self._accept
+        if outcome is Outcome.INCOMPLETE:
+            if accept is None or stop not in accept:
+                raise StreamFault(outcome.value, report)
+        elif outcome is Outcome.COMPLETE:
+            if accept is not None and stop is not None and stop not in accept:
+                raise StreamFault(UNACCEPTED_STOP, report)
+        else:
+            raise StreamFault(outcome.value, report)
+        state = self.monitor.state
+        calls = []
+        for call in state.tool_calls:
+            if not call.valid:
+                # Only reachable under an accepted non-success stop (e.g. max_tokens).
+                raise StreamFault(Outcome.PAYLOAD_ERROR.value, report, detail="tool arguments")
+            calls.append(ToolCallResult(call.call_id, call.name, call.arguments))
+        self._check_schemas(calls, report)
+        return StreamResult(
+            texts={key: "".join(parts) for key, parts in state.texts.items()},
+            reasoning={key: "".join(parts) for key, parts in state.reasoning.items()},
+            tool_calls=tuple(calls),
+            stop_reason=stop,
+            input_tokens=report.input_tokens,
+            output_tokens=report.output_tokens,
+            report=report,
+        )
+
+    def _check_schemas(self, calls: list[ToolCallResult], report: StreamReport) -> None:
+        if not self._schemas:
+            return
+        import jsonschema
+
+        for position, call in enumerate(calls):
+            schema = self._schemas.get(call.name or "")
+            if schema is None:
+                continue
+            error = jsonschema.exceptions.best_match(
+                jsonschema.validators.validator_for(schema)(schema).iter_errors(call.arguments)
+            )
+            if error is not None:
+                # The validator keyword only: jsonschema's own message quotes the arguments.
+                detail = f"tool call {position} failed schema keyword {error.validator!r}"
+                raise StreamFault(TOOL_SCHEMA_ERROR, report, detail=detail)
+
+    def finish_after(self, exc: BaseException) -> StreamResult:
+        """The source raised: end the stream accordingly, then re-raise or refuse it.
+
+        Cancellation is the application's own doing and propagates unchanged. A transport error
+        or timeout refuses the stream with the outcome as code, chained to the original error,
+        unless the terminal event had already arrived (then the stream is judged as usual).
+        """
+        error = _stream_error(exc)
+        if error == "cancelled":
+            self.monitor.close(time.monotonic(), error=error)
+            raise exc
+        try:
+            return self.finish(error)
+        except StreamFault as fault:
+            raise fault from exc
+
+
+def _stream_error(exc: BaseException) -> StreamError:
+    """How an exception raised while reading ends the stream (by name: no client imports)."""
+    name = type(exc).__name__
+    if isinstance(exc, (GeneratorExit, KeyboardInterrupt)) or name == "CancelledError":
+        return "cancelled"
+    if isinstance(exc, TimeoutError) or "Timeout" in name:
+        return "timeout"
+    return "transport"
+
+
+def _sync_chunks(source: Any) -> Iterator[bytes]:
+    if hasattr(source, "iter_bytes"):  # httpx / httpx2 Response
+        return iter(source.iter_bytes())
+    if hasattr(source, "iter_content"):  # requests Response; None = as the bytes arrive
+        return iter(source.iter_content(chunk_size=None))
+    return iter(source)
+
+
+def _async_chunks(source: Any) -> AsyncIterator[bytes]:
+    if hasattr(source, "aiter_bytes"):
+        return aiter(source.aiter_bytes())
+    return aiter(source)
+
+
+class StreamReader:
+    """Reads a stream through the enforcer: iterate for provisional text, then ``result()``.
+
+    Args:
+        source: an httpx/httpx2/requests response or an iterable of bytes.
+        route: a route name; detected from the response's request when None (``"auto"``
+            sniffs the contract from the events).
+        tools: JSON Schemas by tool name (or an OpenAI/Anthropic ``tools`` list).
+        limits: buffer ceilings.
+        accept_stop_reasons: the stop reasons to accept; defaults to the route's success stops.
+            Naming a non-success stop (``"max_tokens"``, ``"pause_turn"``) accepts it.
+
+    Raises:
+        StreamFault: at construction for a bad status or media type; from ``result()`` (and
+            from iteration's end) when the stream is not accepted.
+    """
+
+    def __init__(
+        self,
+        source: Iterable[bytes] | Any,
+        route: str | None = None,
+        *,
+        tools: ToolSchemas | None = None,
+        limits: Limits | None = None,
+        accept_stop_reasons: Iterable[str] | None = None,
+    ) -> None:
+        self._enforcer = _Enforcer(source, route, tools, limits, accept_stop_reasons)
+        self._source = source
+        self._chunks: Iterator[bytes] | None = None
+        self._result: StreamResult | None = None
+
+    def __iter__(self) -> Iterator[TextDelta]:
+        """Provisional text deltas as they arrive; then the stream is judged.
+
+        Breaking out of the loop and calling ``result()`` later reads on from where it stopped.
+        """
+        if self._chunks is None:
+            self._chunks = _sync_chunks(self._source)
+        chunks, enforcer = self._chunks, self._enforcer
+        while self._result is None:
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                self._result = enforcer.finish()
+            except BaseException as exc:
+                self._result = enforcer.finish_after(exc)
+            else:
+                yield from enforcer.feed(chunk)
+
+    def result(self) -> StreamResult:
+        """Read whatever is left and return the accepted result, or raise ``StreamFault``."""
+        if self._result is None:
+            for _ in self:
+                pass
+        assert self._result is not None
+        return self._result
+
+
+class AsyncStreamReader:
+    """The async twin of ``StreamReader``: ``async for`` deltas, then ``await result()``."""
+
+    def __init__(
+        self,
+        source: AsyncIterable[bytes] | Any,
+        route: str | None = None,
+        *,
+        tools: ToolSchemas | None = None,
+        limits: Limits | None = None,
+        accept_stop_reasons: Iterable[str] | None = None,
+    ) -> None:
+        self._enforcer = _Enforcer(source, route, tools, limits, accept_stop_reasons)
+        self._source = source
+        self._chunks: AsyncIterator[bytes] | None = None
+        self._result: StreamResult | None = None
+
+    async def __aiter__(self) -> AsyncIterator[TextDelta]:
+        if self._chunks is None:
+            self._chunks = _async_chunks(self._source)
+        chunks, enforcer = self._chunks, self._enforcer
+        while self._result is None:
+            try:
+                chunk = await anext(chunks)
+            except StopAsyncIteration:
+                self._result = enforcer.finish()
+            except BaseException as exc:
+                self._result = enforcer.finish_after(exc)
+            else:
+                for delta in enforcer.feed(chunk):
+                    yield delta
+
+    async def result(self) -> StreamResult:
+        if self._result is None:
+            async for _ in self:
+                pass
+        assert self._result is not None
+        return self._result
+
+
+def read_stream(
+    source: Iterable[bytes] | Any,
+    route: str | None = None,
+    *,
+    tools: ToolSchemas | None = None,
+    limits: Limits | None = None,
+    accept_stop_reasons: Iterable[str] | None = None,
+) -> StreamResult:
+    """Read a whole stream and return it only if it is accepted (see ``StreamReader``)."""
+    return StreamReader(
+        source, route, tools=tools, limits=limits, accept_stop_reasons=accept_stop_reasons
+    ).result()
+
+
+async def aread_stream(
+    source: AsyncIterable[bytes] | Any,
+    route: str | None = None,
+    *,
+    tools: ToolSchemas | None = None,
+    limits: Limits | None = None,
+    accept_stop_reasons: Iterable[str] | None = None,
+) -> StreamResult:
+    """The async twin of ``read_stream``."""
+    return await AsyncStreamReader(
+        source, route, tools=tools, limits=limits, accept_stop_reasons=accept_stop_reasons
+    ).result()
