@@ -1,0 +1,52 @@
+"""A stream cut at any byte is never ``complete`` unless the cut falls after its terminal event.
+
+For every shared fixture and every cut position ``c``, the monitor sees ``body[:c]`` and a clean
+EOF. Let ``p`` be the shortest prefix after which the route's terminal event has been dispatched.
+Then: a cut before ``p`` is never ``complete`` (and is exactly ``truncated`` for a stream that
+would otherwise have ended well), and the full body gives the expected outcome.
+
+Re-parsing every prefix from the start would be quadratic, so the monitor is snapshotted (pickled)
+after each event while feeding one byte at a time, and each cut resumes from the latest snapshot
+and feeds the rest of its prefix: what is fed is still exactly ``body[:c]``.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from otelsse import StreamMonitor
+from tests._fixtures import EXPECTED, read_shared, shared_names
+
+_WELL_FORMED = ("complete", "incomplete")
+
+
+@pytest.mark.parametrize("name", shared_names())
+def test_no_cut_before_the_terminal_event_is_complete(name: str) -> None:
+    body = read_shared(name)
+    expected = EXPECTED[name]
+    monitor = StreamMonitor(expected.route)
+    snapshots = [(0, pickle.dumps(monitor))]
+    terminal_at: int | None = None
+    for position in range(1, len(body) + 1):
+        if monitor.feed(body[position - 1 : position]):
+            snapshots.append((position, pickle.dumps(monitor)))
+        if terminal_at is None and monitor.terminal_seen:
+            terminal_at = position
+    if expected.outcome in _WELL_FORMED:
+        assert terminal_at is not None, "a well-formed fixture has a terminal event"
+
+    index = 0
+    for cut in range(len(body) + 1):
+        while index + 1 < len(snapshots) and snapshots[index + 1][0] <= cut:
+            index += 1
+        start, snapshot = snapshots[index]
+        resumed: StreamMonitor = pickle.loads(snapshot)
+        resumed.feed(body[start:cut])
+        outcome = resumed.close().outcome.value
+        if terminal_at is None or cut < terminal_at:
+            assert outcome != "complete", cut
+            if expected.outcome in _WELL_FORMED:
+                assert outcome == "truncated", cut
+    assert outcome == expected.outcome
