@@ -22,10 +22,11 @@ class Utf8Decoder:
     """Strips one leading BOM and decodes line-aligned spans, counting invalid sequences.
 
     ``strip_bom()`` is fed every read until the first three bytes of the stream are known;
-    ``decode()`` takes a span that ends at a line end.
+    spans that end at a line end are decoded strictly by the framer, and only the ones that fail
+    come to ``decode_invalid()``.
     """
 
-    __slots__ = ("_held", "decoded_chars", "invalid_count")
+    __slots__ = ("_held", "invalid_count")
 
     def __init__(self) -> None:
         # Bytes held back at stream start while they are still a prefix of the BOM;
@@ -33,8 +34,6 @@ class Utf8Decoder:
         self._held: bytes | None = b""
         # Number of invalid byte sequences replaced by U+FFFD so far.
         self.invalid_count = 0
-        # Number of characters produced so far.
-        self.decoded_chars = 0
 
     @property
     def at_start(self) -> bool:
@@ -56,15 +55,14 @@ class Utf8Decoder:
         self._held = None
         return data[len(BOM) :] if data.startswith(BOM) else data
 
-    def decode(self, span: bytes) -> str:
-        """Decode a span that ends at a line end; invalid bytes become U+FFFD and are counted."""
-        try:
-            text = span.decode("utf-8")
-        except UnicodeDecodeError:
-            text = span.decode("utf-8", "replace")
-            # Replacement characters that were already valid U+FFFD in the input are not errors.
-            self.invalid_count += text.count("\ufffd") - span.count(_REPLACEMENT_BYTES)
-        self.decoded_chars += len(text)
+    def decode_invalid(self, span: bytes) -> str:
+        """Decode a line-aligned span that strict decoding rejected; count what was replaced.
+
+        Strict ``bytes.decode`` is tried first by the caller: valid UTF-8 is the fast path.
+        """
+        text = span.decode("utf-8", "replace")
+        # Replacement characters that were already valid U+FFFD in the input are not errors.
+        self.invalid_count += text.count("\ufffd") - span.count(_REPLACEMENT_BYTES)
         return text
 
     def measure(self, span: bytes) -> int:

@@ -40,6 +40,8 @@ DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
 
 _LF = 0x0A
 _CR = 0x0D
+# Building the tuple directly skips NamedTuple's Python-level __new__: one frame less per event.
+_new_event = tuple.__new__
 
 
 class SSEParser:
@@ -58,8 +60,11 @@ class SSEParser:
     """
 
     __slots__ = (
+        "_at_start",
         "_closed",
+        "_decoded_chars",
         "_decoder",
+        "_guarded",
         "_line_len",
         "_max_event",
         "_max_line",
@@ -86,6 +91,9 @@ class SSEParser:
         self._max_line = max_line_bytes
         self._max_event = max_event_bytes
         self._decoder = Utf8Decoder()
+        # True until the first bytes have settled whether the stream starts with a BOM.
+        self._at_start = True
+        self._decoded_chars = 0
         # Bytes after the last blank line (the pending event), as fragments; LF-normalised.
         self._tail: list[bytes] = []
         self._tail_len = 0
@@ -96,6 +104,8 @@ class SSEParser:
         # The previous read ended in CR: an LF starting the next read belongs to that CRLF.
         self._skip_lf = False
         self._closed = False
+        # Any of the rare states above holds: every read goes through ``_guard`` first.
+        self._guarded = True
         #: The last event ID buffer; persists across events (WHATWG: "does not get reset").
         self.last_event_id = ""
         # The reconnection time set by lines already interpreted (see the ``retry`` property).
@@ -118,7 +128,7 @@ class SSEParser:
     @property
     def decoded_chars(self) -> int:
         """Characters decoded from complete events so far."""
-        return self._decoder.decoded_chars
+        return self._decoded_chars
 
     @property
     def retry(self) -> int | None:
@@ -144,54 +154,75 @@ class SSEParser:
 
     def feed(self, data: bytes) -> list[SSEEvent]:
         """Take the next bytes of the stream; return the events they completed, in order."""
-        if self._closed:
-            raise ParserClosedError("feed() after close()")
-        if not data or self.limit_exceeded is not None:
+        if self._guarded:
+            data = self._guard(data)
+        if not data:
             return []
-        if self._decoder.at_start:
-            data = self._decoder.strip_bom(data)
-            if not data:
-                return []
-        if self._skip_lf:
-            self._skip_lf = False
-            if data[0] == _LF:
-                data = data[1:]
-                if not data:
-                    return []
         if b"\r" in data:
             # A CR ends a line by itself; if the next read starts with LF, that LF is its partner.
-            self._skip_lf = data[-1] == _CR
+            if data[-1] == _CR:
+                self._skip_lf = self._guarded = True
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if not self._tail and data.endswith(b"\n\n"):
+            # The read ends exactly at an event boundary: the live token stream, one read per
+            # event. Checked first because it is the hot path.
+            self._tail_ends_lf = True
+            self._line_len = 0
+            text = self._decode(data)
+            if text.find("\n") == len(text) - 2 and text[:6] == "data: ":
+                event = ("message", text[6:-2], self.last_event_id, self._retry)
+                return [_new_event(SSEEvent, event)]
+            return self._interpret(text)
 
+        size = len(data)
         cut = data.rfind(b"\n\n") + 2
-        if cut == 1 and self._tail_ends_lf and data[0] == _LF:
-            cut = 1  # the previous read ended a line; this one starts with the blank line
-        elif cut == 1:
-            cut = 0
-        events: list[SSEEvent] = []
+        if cut == 1:
+            # No blank line inside this read; but if the tail ended a line, a leading LF is one.
+            cut = 1 if data[0] == _LF and self._tail_ends_lf else 0
         if cut:
             tail = self._tail
-            if tail:
-                tail.append(data[:cut])
-                span = b"".join(tail)
-            else:
-                span = data if cut == len(data) else data[:cut]
+            tail.append(data[:cut])
+            span = b"".join(tail)
             rest = data[cut:]
             self._tail = [rest] if rest else []
             self._tail_len = len(rest)
-            self._interpret(span, events)
+            events = self._interpret(self._decode(span))
         else:
             self._tail.append(data)
-            self._tail_len += len(data)
+            self._tail_len += size
+            events = []
         self._tail_ends_lf = data[-1] == _LF
-
         last_lf = data.rfind(b"\n")
-        self._line_len = len(data) - last_lf - 1 if last_lf >= 0 else self._line_len + len(data)
+        self._line_len = size - last_lf - 1 if last_lf >= 0 else self._line_len + size
         if self._line_len > self._max_line:
-            self._stop("line")
+            self.stop("line")
         elif self._tail_len > self._max_event:
-            self._stop("event")
+            self.stop("event")
         return events
+
+    def _guard(self, data: bytes) -> bytes:
+        """The rare states a read must pass first: closed, stopped, BOM undecided, CR pending."""
+        if self._closed:
+            raise ParserClosedError("feed() after close()")
+        if self.limit_exceeded is not None or not data:
+            return b""
+        if self._at_start:
+            data = self._decoder.strip_bom(data)
+            self._at_start = self._decoder.at_start
+        if self._skip_lf and data:
+            self._skip_lf = False
+            if data[0] == _LF:
+                data = data[1:]
+        self._guarded = self._at_start or self._skip_lf
+        return data
+
+    def _decode(self, span: bytes) -> str:
+        try:
+            text = span.decode("utf-8")
+        except UnicodeDecodeError:
+            text = self._decoder.decode_invalid(span)
+        self._decoded_chars += len(text)
+        return text
 
     def close(self) -> list[SSEEvent]:
         """Declare end of stream. The pending event is discarded, never dispatched.
@@ -201,7 +232,7 @@ class SSEParser:
         """
         if self._closed:
             raise ParserClosedError("close() after close()")
-        self._closed = True
+        self._closed = self._guarded = True
         if self.limit_exceeded is not None:
             return []
         self._retry = self.retry
@@ -219,65 +250,90 @@ class SSEParser:
             )
         return []
 
-    def _stop(self, stage: str) -> None:
+    def stop(self, stage: str) -> None:
+        """Stop parsing because a ceiling named ``stage`` was breached (here or downstream)."""
+        if self.limit_exceeded is not None:
+            return
         self.limit_exceeded = stage
+        self._guarded = True
         self.pending_event_chars = self._tail_len
         self.pending_line_chars = self._line_len
         self._tail = []
         self._tail_len = 0
 
-    def _interpret(self, span: bytes, events: list[SSEEvent]) -> None:
-        """Dispatch every event in ``span``, which ends with a blank line."""
-        blocks = self._decoder.decode(span).split("\n\n")
-        blocks.pop()  # the empty string after the final blank line
+    def _interpret(self, text: str) -> list[SSEEvent]:
+        """Dispatch every event in ``text``, which ends with a blank line."""
+        last_id, retry = self.last_event_id, self._retry
+        blocks = text.split("\n\n")
+        blocks.pop()  # what follows the final blank line: "" (or "\n", another blank line)
+        count = len(blocks)
+        # Fast path for the shape nearly every LLM stream has: one ``data: `` line per event.
+        # Exactly two LFs per block means every block is a single line; every block then
+        # starts with "data: " when the text does and so does each one after a blank line.
+        if (
+            text.count("\n") == 2 * count
+            and text.startswith("data: ")
+            and text.count("\n\ndata: ") == count - 1
+        ):
+            return [_new_event(SSEEvent, ("message", b[6:], last_id, retry)) for b in blocks]
+        events: list[SSEEvent] = []
+        append = events.append
         for block in blocks:
             if not block:
                 continue  # consecutive blank lines: dispatching an empty data buffer is a no-op
             if block[0] == "\n":
                 block = block.lstrip("\n")
-            # Fast path: the one-line ``data:`` event that carries nearly every LLM token.
-            if block.startswith("data:") and "\n" not in block:
-                events.append(
-                    SSEEvent(
-                        "message",
-                        block[6:] if block[5:6] == " " else block[5:],
-                        self.last_event_id,
-                        self._retry,
-                    )
-                )
+            if block[:6] == "data: " and "\n" not in block:
+                append(_new_event(SSEEvent, ("message", block[6:], last_id, retry)))
                 continue
-            event_type = ""
-            data: list[str] | None = None
-            for line in block.split("\n"):
-                if line[0] == ":":
-                    self.comment_count += 1
+            if block[:7] == "event: ":
+                # Second fast path: ``event: NAME`` then one ``data: `` line (Anthropic, Responses).
+                head, found, data = block.partition("\ndata: ")
+                if found and "\n" not in data and "\n" not in head:
+                    append(_new_event(SSEEvent, (head[7:] or "message", data, last_id, retry)))
                     continue
-                name, colon, value = line.partition(":")
-                if colon and value[:1] == " ":
-                    value = value[1:]
-                if name == "data":
-                    if data is None:
-                        data = [value]
-                    else:
-                        data.append(value)
-                elif name == "event":
-                    event_type = value
-                elif name == "id":
-                    if "\0" not in value:
-                        self.last_event_id = value
-                elif name == "retry":
-                    self._retry = _maybe_retry(value, self._retry)
+            event = self._interpret_block(block)
+            last_id, retry = self.last_event_id, self._retry
+            if event is not None:
+                append(event)
+        return events
+
+    def _interpret_block(self, block: str) -> SSEEvent | None:
+        """The full per-line field rules for one block of non-empty lines."""
+        event_type = ""
+        data: list[str] | None = None
+        for line in block.split("\n"):
+            if line[0] == ":":
+                self.comment_count += 1
+                continue
+            name, colon, value = line.partition(":")
+            if colon and value[:1] == " ":
+                value = value[1:]
+            if name == "data":
+                if data is None:
+                    data = [value]
                 else:
-                    self.unknown_field_count += 1
-            if data is not None:
-                events.append(
-                    SSEEvent(
-                        event_type or "message",
-                        data[0] if len(data) == 1 else "\n".join(data),
-                        self.last_event_id,
-                        self._retry,
-                    )
-                )
+                    data.append(value)
+            elif name == "event":
+                event_type = value
+            elif name == "id":
+                if "\0" not in value:
+                    self.last_event_id = value
+            elif name == "retry":
+                self._retry = _maybe_retry(value, self._retry)
+            else:
+                self.unknown_field_count += 1
+        if data is None:
+            return None
+        return _new_event(
+            SSEEvent,
+            (
+                event_type or "message",
+                data[0] if len(data) == 1 else "\n".join(data),
+                self.last_event_id,
+                self._retry,
+            ),
+        )
 
 
 def _maybe_retry(value: str, current: int | None) -> int | None:

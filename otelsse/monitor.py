@@ -234,39 +234,40 @@ class StreamMonitor:
 
         Never raises on bad input: whatever the bytes are, they end up in the report.
         """
-        if self._closed:
-            raise ParserClosedError("feed() after close()")
         if not chunk:
+            if self._closed:
+                raise ParserClosedError("feed() after close()")
             return []
+        # The parser raises ParserClosedError after close(), and returns nothing once stopped.
+        events = self._parser.feed(chunk)
         self.chunk_count += 1
         self.bytes_received += len(chunk)
         if now is not None:
-            if self._started_at is None:
-                self._started_at = now
-            if self._first_byte_at is None:
-                self._first_byte_at = now
-        state = self._state
-        if state.limit_stage is not None:
-            return []
-        events = self._parser.feed(chunk)
+            self._clock(now, events)
         if events:
             self.event_count += len(events)
-            if now is not None:
-                last = self._last_event_at
-                if last is None:
-                    self._first_event_at = now
-                elif self._max_gap is None or now - last > self._max_gap:
-                    self._max_gap = now - last
-                self._last_event_at = now
-            on_event = self._adapter.on_event
+            state, on_event = self._state, self._adapter.on_event
             for event in events:
                 try:
                     on_event(event, state)
                 except _SHAPE_ERRORS:
                     state.payload_invalid()
-        if self._parser.limit_exceeded is not None:
-            state.limit_stage = state.limit_stage or self._parser.limit_exceeded
+            if state.limit_stage is not None:
+                self._parser.stop(state.limit_stage)
         return events
+
+    def _clock(self, now: float, events: list[SSEEvent]) -> None:
+        if self._first_byte_at is None:
+            self._first_byte_at = now
+            if self._started_at is None:
+                self._started_at = now
+        if events:
+            last = self._last_event_at
+            if last is None:
+                self._first_event_at = now
+            elif self._max_gap is None or now - last > self._max_gap:
+                self._max_gap = now - last
+            self._last_event_at = now
 
     def flag_protocol_error(self, reason: str) -> None:
         """Record that the response broke the route's HTTP contract (status, media type)."""
@@ -286,6 +287,8 @@ class StreamMonitor:
         self._closed = True
         parser, state = self._parser, self._state
         parser.close()
+        if state.limit_stage is None:
+            state.limit_stage = parser.limit_exceeded
         if state.limit_stage is None:
             self._adapter.on_close(state)
         adapter = self._effective_adapter()

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from .._json import JSONDecodeError, loads
 from .._state import StreamState, ToolCall
 from ..events import SSEEvent
-from ._base import RouteAdapter, parse_object
+from ._base import RouteAdapter
 
 __all__ = ["OpenAIChatAdapter"]
 
@@ -55,8 +56,13 @@ class OpenAIChatAdapter(RouteAdapter):
             return
         if event.event == "error":
             state.provider_error(None)
-        obj = parse_object(event, state)
-        if obj is None:
+        try:
+            obj = loads(event.data)
+        except JSONDecodeError:
+            state.payload_invalid()
+            return
+        if type(obj) is not dict:
+            state.payload_invalid()
             return
         error = obj.get("error")
         if error:
@@ -66,38 +72,41 @@ class OpenAIChatAdapter(RouteAdapter):
             state.identify(obj.get("model"), obj.get("id"))
         choices = obj.get("choices")
         if choices:
+            finish = self._finish
             for choice in choices:
-                self._on_choice(choice, state)
+                index = choice.get("index", 0)
+                if index not in finish:
+                    finish[index] = None
+                delta = choice.get("delta")
+                if delta:
+                    content = delta.get("content")
+                    if content and state.collect_text:
+                        state.text(index, content)
+                    if content is None or len(delta) > 1:
+                        self._on_delta_rest(index, delta, state)
+                reason = choice.get("finish_reason")
+                if reason is not None:
+                    self._on_finish(index, reason, state)
         usage = obj.get("usage")
         if usage:
             state.usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
 
-    def _on_choice(self, choice: dict[str, Any], state: StreamState) -> None:
-        index = choice.get("index", 0)
-        if index not in self._finish:
-            self._finish[index] = None
-        delta = choice.get("delta")
-        if delta:
-            content = delta.get("content")
-            if content:
-                state.text(index, content)
-            tool_calls = delta.get("tool_calls")
-            if tool_calls:
-                for fragment in tool_calls:
-                    self._on_tool_fragment(index, fragment.get("index"), fragment, state)
-            legacy = delta.get("function_call")
-            if legacy:
-                legacy_call = {"function": legacy}
-                self._on_tool_fragment(index, _DEPRECATED_FUNCTION_CALL, legacy_call, state)
-            refusal = delta.get("refusal")
-            if refusal:
-                state.text(index, refusal)
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            if reasoning and type(reasoning) is str:
-                state.text(index, reasoning, reasoning=True)
-        reason = choice.get("finish_reason")
-        if reason is not None:
-            self._on_finish(index, reason, state)
+    def _on_delta_rest(self, index: int, delta: dict[str, Any], state: StreamState) -> None:
+        """Everything in a delta besides its text (rare next to the plain content deltas)."""
+        tool_calls = delta.get("tool_calls")
+        if tool_calls:
+            for fragment in tool_calls:
+                self._on_tool_fragment(index, fragment.get("index"), fragment, state)
+        legacy = delta.get("function_call")
+        if legacy:
+            legacy_call = {"function": legacy}
+            self._on_tool_fragment(index, _DEPRECATED_FUNCTION_CALL, legacy_call, state)
+        refusal = delta.get("refusal")
+        if refusal:
+            state.text(index, refusal)
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if reasoning and type(reasoning) is str:
+            state.text(index, reasoning, reasoning=True)
 
     def _on_tool_fragment(
         self, choice: int, tool_index: int | None, fragment: dict[str, Any], state: StreamState
