@@ -281,7 +281,25 @@ def _async_chunks(source: Any) -> AsyncIterator[bytes]:
     return aiter(source)
 
 
-class StreamReader:
+class _Reader:
+    """Construction shared by the sync and async readers."""
+
+    def __init__(
+        self,
+        source: Iterable[bytes] | AsyncIterable[bytes] | Any,
+        route: str | None = None,
+        *,
+        tools: ToolSchemas | None = None,
+        limits: Limits | None = None,
+        accept_stop_reasons: Iterable[str] | None = None,
+    ) -> None:
+        self._enforcer = _Enforcer(source, route, tools, limits, accept_stop_reasons)
+        self._source = source
+        self._chunks: Any = None  # the source's chunk iterator, made on first read
+        self._result: StreamResult | None = None
+
+
+class StreamReader(_Reader):
     """Reads a stream through the enforcer: iterate for provisional text, then ``result()``.
 
     Args:
@@ -297,20 +315,6 @@ class StreamReader:
         StreamFault: at construction for a bad status or media type; from ``result()`` (and
             from iteration's end) when the stream is not accepted.
     """
-
-    def __init__(
-        self,
-        source: Iterable[bytes] | Any,
-        route: str | None = None,
-        *,
-        tools: ToolSchemas | None = None,
-        limits: Limits | None = None,
-        accept_stop_reasons: Iterable[str] | None = None,
-    ) -> None:
-        self._enforcer = _Enforcer(source, route, tools, limits, accept_stop_reasons)
-        self._source = source
-        self._chunks: Iterator[bytes] | None = None
-        self._result: StreamResult | None = None
 
     def __iter__(self) -> Iterator[TextDelta]:
         """Provisional text deltas as they arrive; then the stream is judged.
@@ -339,22 +343,8 @@ class StreamReader:
         return self._result
 
 
-class AsyncStreamReader:
+class AsyncStreamReader(_Reader):
     """The async twin of ``StreamReader``: ``async for`` deltas, then ``await result()``."""
-
-    def __init__(
-        self,
-        source: AsyncIterable[bytes] | Any,
-        route: str | None = None,
-        *,
-        tools: ToolSchemas | None = None,
-        limits: Limits | None = None,
-        accept_stop_reasons: Iterable[str] | None = None,
-    ) -> None:
-        self._enforcer = _Enforcer(source, route, tools, limits, accept_stop_reasons)
-        self._source = source
-        self._chunks: AsyncIterator[bytes] | None = None
-        self._result: StreamResult | None = None
 
     async def __aiter__(self) -> AsyncIterator[TextDelta]:
         if self._chunks is None:
