@@ -18,6 +18,7 @@ the ``text/event-stream`` media type before their body is read.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -241,16 +242,17 @@ class _Enforcer:
                 raise StreamFault(TOOL_SCHEMA_ERROR, report, detail=detail)
 
     def finish_after(self, exc: BaseException) -> StreamResult:
-        """The source raised: end the stream accordingly, then re-raise or refuse it.
+        """The source raised: judge the stream as ended by that error.
 
-        Cancellation is the application's own doing and propagates unchanged. A transport error
-        or timeout refuses the stream with the outcome as code, chained to the original error,
-        unless the terminal event had already arrived (then the stream is judged as usual).
+        A transport error or timeout refuses the stream with the outcome as code, chained to the
+        original error, unless the terminal event had already arrived (then it is judged as
+        usual). Cancellation is the application's own doing: the original exception propagates,
+        and a later ``result()`` raises ``StreamFault("cancelled")``.
         """
         error = _stream_error(exc)
         if error == "cancelled":
-            self.monitor.close(time.monotonic(), error=error)
-            raise exc
+            report = self.monitor.close(time.monotonic(), error=error)
+            raise StreamFault(error, report) from exc
         try:
             return self.finish(error)
         except StreamFault as fault:
@@ -258,20 +260,47 @@ class _Enforcer:
 
 
 def _stream_error(exc: BaseException) -> StreamError:
-    """How an exception raised while reading ends the stream (by name: no client imports)."""
-    name = type(exc).__name__
-    if isinstance(exc, (GeneratorExit, KeyboardInterrupt)) or name == "CancelledError":
+    """How an exception raised while reading ends the stream.
+
+    Matched by class name, so no client library is imported. The cause chain is searched too:
+    requests wraps urllib3's ``ReadTimeoutError`` in a ``ConnectionError`` while streaming.
+    """
+    if isinstance(exc, (GeneratorExit, KeyboardInterrupt)) or _named(exc, "CancelledError"):
         return "cancelled"
-    if isinstance(exc, TimeoutError) or "Timeout" in name:
-        return "timeout"
+    seen: BaseException | None = exc
+    for _ in range(8):  # cause chains are short; a cycle must not loop forever
+        if seen is None:
+            break
+        if isinstance(seen, TimeoutError) or "Timeout" in type(seen).__name__:
+            return "timeout"
+        wrapped = seen.args[0] if seen.args and isinstance(seen.args[0], BaseException) else None
+        seen = seen.__cause__ or seen.__context__ or wrapped
     return "transport"
+
+
+def _named(exc: BaseException, name: str) -> bool:
+    return type(exc).__name__ == name
+
+
+def _requests_chunks(response: Any) -> Iterator[bytes]:
+    """A requests response's body as the bytes arrive, content-decoded.
+
+    ``iter_content(chunk_size=None)`` streams only chunked bodies; for a Content-Length or
+    close-delimited body it waits for the whole body. urllib3's ``read1`` returns what arrived.
+    """
+    read1 = getattr(response.raw, "read1", None)
+    if read1 is None:
+        yield from response.iter_content(chunk_size=None)
+        return
+    while chunk := read1(65536, decode_content=True):
+        yield chunk
 
 
 def _sync_chunks(source: Any) -> Iterator[bytes]:
     if hasattr(source, "iter_bytes"):  # httpx / httpx2 Response
         return iter(source.iter_bytes())
-    if hasattr(source, "iter_content"):  # requests Response; None = as the bytes arrive
-        return iter(source.iter_content(chunk_size=None))
+    if hasattr(source, "iter_content"):  # requests Response
+        return _requests_chunks(source)
     return iter(source)
 
 
@@ -282,7 +311,7 @@ def _async_chunks(source: Any) -> AsyncIterator[bytes]:
 
 
 class _Reader:
-    """Construction shared by the sync and async readers."""
+    """What the sync and async readers share: construction, pending deltas, the verdict."""
 
     def __init__(
         self,
@@ -296,7 +325,28 @@ class _Reader:
         self._enforcer = _Enforcer(source, route, tools, limits, accept_stop_reasons)
         self._source = source
         self._chunks: Any = None  # the source's chunk iterator, made on first read
+        # Deltas read but not yet handed to the caller: a loop that breaks loses none of them.
+        self._pending: deque[TextDelta] = deque()
+        self._ended = False
         self._result: StreamResult | None = None
+        self._fault: StreamFault | None = None
+
+    def _settle(self, exc: BaseException | None) -> None:
+        """The source ended (``exc`` None) or raised: judge the stream once, keep the verdict."""
+        self._ended = True
+        try:
+            enforcer = self._enforcer
+            self._result = enforcer.finish() if exc is None else enforcer.finish_after(exc)
+        except StreamFault as fault:
+            self._fault = fault
+            if fault.code == "cancelled" and exc is not None:
+                raise exc from None
+
+    def _verdict(self) -> StreamResult:
+        if self._fault is not None:
+            raise self._fault
+        assert self._result is not None
+        return self._result
 
 
 class StreamReader(_Reader):
@@ -319,28 +369,32 @@ class StreamReader(_Reader):
     def __iter__(self) -> Iterator[TextDelta]:
         """Provisional text deltas as they arrive; then the stream is judged.
 
-        Breaking out of the loop and calling ``result()`` later reads on from where it stopped.
+        Breaking out of the loop and iterating again (or calling ``result()``) goes on from
+        the next delta.
         """
         if self._chunks is None:
             self._chunks = _sync_chunks(self._source)
-        chunks, enforcer = self._chunks, self._enforcer
-        while self._result is None:
+        pending = self._pending
+        while True:
+            while pending:
+                yield pending.popleft()
+            if self._ended:
+                self._verdict()
+                return
             try:
-                chunk = next(chunks)
+                chunk = next(self._chunks)
             except StopIteration:
-                self._result = enforcer.finish()
+                self._settle(None)
             except BaseException as exc:
-                self._result = enforcer.finish_after(exc)
+                self._settle(exc)
             else:
-                yield from enforcer.feed(chunk)
+                pending.extend(self._enforcer.feed(chunk))
 
     def result(self) -> StreamResult:
         """Read whatever is left and return the accepted result, or raise ``StreamFault``."""
-        if self._result is None:
-            for _ in self:
-                pass
-        assert self._result is not None
-        return self._result
+        for _ in self:
+            pass
+        return self._verdict()
 
 
 class AsyncStreamReader(_Reader):
@@ -349,24 +403,26 @@ class AsyncStreamReader(_Reader):
     async def __aiter__(self) -> AsyncIterator[TextDelta]:
         if self._chunks is None:
             self._chunks = _async_chunks(self._source)
-        chunks, enforcer = self._chunks, self._enforcer
-        while self._result is None:
+        pending = self._pending
+        while True:
+            while pending:
+                yield pending.popleft()
+            if self._ended:
+                self._verdict()
+                return
             try:
-                chunk = await anext(chunks)
+                chunk = await anext(self._chunks)
             except StopAsyncIteration:
-                self._result = enforcer.finish()
+                self._settle(None)
             except BaseException as exc:
-                self._result = enforcer.finish_after(exc)
+                self._settle(exc)
             else:
-                for delta in enforcer.feed(chunk):
-                    yield delta
+                pending.extend(self._enforcer.feed(chunk))
 
     async def result(self) -> StreamResult:
-        if self._result is None:
-            async for _ in self:
-                pass
-        assert self._result is not None
-        return self._result
+        async for _ in self:
+            pass
+        return self._verdict()
 
 
 def read_stream(
