@@ -158,23 +158,35 @@ class SSEParser:
             data = self._guard(data)
         if not data:
             return []
-        if b"\r" in data:
+        if _CR in data:  # an int membership test is a plain memchr, unlike b"\r" in data
             # A CR ends a line by itself; if the next read starts with LF, that LF is its partner.
             if data[-1] == _CR:
                 self._skip_lf = self._guarded = True
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         if not self._tail and data.endswith(b"\n\n"):
             # The read ends exactly at an event boundary: the live token stream, one read per
-            # event. Checked first because it is the hot path.
+            # event, usually one ``data:`` line. Checked first because it is the hot path.
             self._tail_ends_lf = True
             self._line_len = 0
-            text = self._decode(data)
-            if text.find("\n") == len(text) - 2 and text[:6] == "data: ":
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                text = self._decoder.decode_invalid(data)
+            self._decoded_chars += len(text)
+            if text[:6] == "data: " and text.count("\n") == 2:
                 event = ("message", text[6:-2], self.last_event_id, self._retry)
                 return [_new_event(SSEEvent, event)]
             return self._interpret(text)
-
         size = len(data)
+        if _LF not in data:
+            # No line ends here: the read only lengthens the pending line.
+            self._tail.append(data)
+            self._tail_len += size
+            self._line_len += size
+            self._tail_ends_lf = False
+            self._check_ceilings()
+            return []
+
         cut = data.rfind(b"\n\n") + 2
         if cut == 1:
             # No blank line inside this read; but if the tail ended a line, a leading LF is one.
@@ -192,13 +204,15 @@ class SSEParser:
             self._tail_len += size
             events = []
         self._tail_ends_lf = data[-1] == _LF
-        last_lf = data.rfind(b"\n")
-        self._line_len = size - last_lf - 1 if last_lf >= 0 else self._line_len + size
+        self._line_len = size - data.rfind(b"\n") - 1
+        self._check_ceilings()
+        return events
+
+    def _check_ceilings(self) -> None:
         if self._line_len > self._max_line:
             self.stop("line")
         elif self._tail_len > self._max_event:
             self.stop("event")
-        return events
 
     def _guard(self, data: bytes) -> bytes:
         """The rare states a read must pass first: closed, stopped, BOM undecided, CR pending."""
@@ -264,18 +278,26 @@ class SSEParser:
     def _interpret(self, text: str) -> list[SSEEvent]:
         """Dispatch every event in ``text``, which ends with a blank line."""
         last_id, retry = self.last_event_id, self._retry
-        blocks = text.split("\n\n")
-        blocks.pop()  # what follows the final blank line: "" (or "\n", another blank line)
-        count = len(blocks)
-        # Fast path for the shape nearly every LLM stream has: one ``data: `` line per event.
-        # Exactly two LFs per block means every block is a single line; every block then
-        # starts with "data: " when the text does and so does each one after a blank line.
-        if (
-            text.count("\n") == 2 * count
-            and text.startswith("data: ")
-            and text.count("\n\ndata: ") == count - 1
-        ):
-            return [_new_event(SSEEvent, ("message", b[6:], last_id, retry)) for b in blocks]
+        line_ends = text.count("\n")
+        # Fast paths for the shapes LLM streams have: one ``data: `` line per event, or
+        # ``event: NAME`` then one ``data: `` line (Anthropic, Responses). Counting LFs tells
+        # whether a block can have another shape, without looking at its lines one by one.
+        if text[:6] == "data: ":
+            # If every event is one ``data: `` line, splitting at "\n\ndata: " yields exactly
+            # their values, and then the only LFs are the two that end each event.
+            values = text[6:-2].split("\n\ndata: ")
+            if line_ends == 2 * len(values):
+                return [_new_event(SSEEvent, ("message", v, last_id, retry)) for v in values]
+            blocks = text.split("\n\n")
+            blocks.pop()  # what follows the final blank line: "" (or "\n", another blank line)
+        elif line_ends == 3 and text[:7] == "event: ":
+            head, found, data = text[:-2].partition("\ndata: ")
+            if found:  # three LFs: the one before "data: " is the only one inside the event
+                return [_new_event(SSEEvent, (head[7:] or "message", data, last_id, retry))]
+            blocks = [text[:-2]]
+        else:
+            blocks = text.split("\n\n")
+            blocks.pop()
         events: list[SSEEvent] = []
         append = events.append
         for block in blocks:

@@ -177,6 +177,7 @@ class StreamMonitor:
         "_first_event_at",
         "_last_event_at",
         "_max_gap",
+        "_on_event",
         "_parser",
         "_started_at",
         "_state",
@@ -195,6 +196,7 @@ class StreamMonitor:
     ) -> None:
         limits = limits or Limits()
         self._adapter = route if isinstance(route, RouteAdapter) else make_adapter(route)
+        self._on_event = self._adapter.on_event
         self._parser = SSEParser(
             max_line_bytes=limits.max_line_bytes, max_event_bytes=limits.max_event_bytes
         )
@@ -234,19 +236,17 @@ class StreamMonitor:
 
         Never raises on bad input: whatever the bytes are, they end up in the report.
         """
-        if not chunk:
-            if self._closed:
-                raise ParserClosedError("feed() after close()")
-            return []
         # The parser raises ParserClosedError after close(), and returns nothing once stopped.
         events = self._parser.feed(chunk)
+        if not chunk:
+            return events
         self.chunk_count += 1
         self.bytes_received += len(chunk)
         if now is not None:
             self._clock(now, events)
         if events:
             self.event_count += len(events)
-            state, on_event = self._state, self._adapter.on_event
+            on_event, state = self._on_event, self._state
             for event in events:
                 try:
                     on_event(event, state)

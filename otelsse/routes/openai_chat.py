@@ -51,16 +51,17 @@ class OpenAIChatAdapter(RouteAdapter):
         if self._done:
             state.anomaly("event_after_terminal")
             return
-        if event.data.startswith("[DONE]"):
-            self._on_done(state)
-            return
-        if event.event == "error":
-            state.provider_error(None)
         try:
             obj = loads(event.data)
         except JSONDecodeError:
-            state.payload_invalid()
+            # ``[DONE]`` is not JSON: testing for it only here keeps it off the hot path.
+            if event.data.startswith("[DONE]"):
+                self._on_done(state)
+            else:
+                state.payload_invalid()
             return
+        if event.event == "error":
+            state.provider_error(None)
         if type(obj) is not dict:
             state.payload_invalid()
             return
