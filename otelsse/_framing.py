@@ -285,8 +285,10 @@ class SSEParser:
         if text[:6] == "data: ":
             # If every event is one ``data: `` line, splitting at "\n\ndata: " yields exactly
             # their values, and then the only LFs are the two that end each event.
-            values = text[6:-2].split("\n\ndata: ")
+            values = text.split("\n\ndata: ")
             if line_ends == 2 * len(values):
+                values[0] = values[0][6:]
+                values[-1] = values[-1][:-2]
                 return [_new_event(SSEEvent, ("message", v, last_id, retry)) for v in values]
             blocks = text.split("\n\n")
             blocks.pop()  # what follows the final blank line: "" (or "\n", another blank line)

@@ -65,30 +65,32 @@ class OpenAIChatAdapter(RouteAdapter):
         if type(obj) is not dict:
             state.payload_invalid()
             return
-        error = obj.get("error")
+        get = obj.get
+        error = get("error")
         if error:
             code = (error.get("code") or error.get("type")) if type(error) is dict else None
             state.provider_error(code)
         if state.response_model is None:
-            state.identify(obj.get("model"), obj.get("id"))
-        choices = obj.get("choices")
+            state.identify(get("model"), get("id"))
+        choices = get("choices")
         if choices:
             finish = self._finish
             for choice in choices:
-                index = choice.get("index", 0)
+                choice_get = choice.get
+                index = choice_get("index", 0)
                 if index not in finish:
                     finish[index] = None
-                delta = choice.get("delta")
+                delta = choice_get("delta")
                 if delta:
                     content = delta.get("content")
-                    if content and state.collect_text:
-                        state.text(index, content)
                     if content is None or len(delta) > 1:
                         self._on_delta_rest(index, delta, state)
-                reason = choice.get("finish_reason")
+                    if content and state.collect_text:
+                        state.text(index, content)
+                reason = choice_get("finish_reason")
                 if reason is not None:
                     self._on_finish(index, reason, state)
-        usage = obj.get("usage")
+        usage = get("usage")
         if usage:
             state.usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
 
