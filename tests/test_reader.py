@@ -15,10 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -38,10 +36,8 @@ from otelsse.reader import (
     aread_stream,
     read_stream,
 )
+from tests._fixtures import SHARED_FIXTURES as FIXTURES
 from tests._server import Reply, SSEServer
-
-REPO = Path(__file__).resolve().parents[1]
-FIXTURES = Path(os.environ.get("OTELSSE_FIXTURES", REPO.parent / "shared" / "fixtures"))
 
 CHAT = "openai.chat_completions"
 RESPONSES = "openai.responses"
