@@ -54,6 +54,9 @@ ROUTE_PATHS = {
 
 #: Bound for waiting on a server-side event the client has already seen the effect of.
 EVENT_WAIT = 10.0
+#: The client's read timeout where the server stalls on purpose: long enough that a loaded
+#: machine still delivers the bytes before the stall, short enough to keep the suite quick.
+STALL_TIMEOUT = 1.5
 
 CLIENTS = ["httpx", "httpx2", "requests"]
 ASYNC_CLIENTS = ["httpx", "httpx2"]
@@ -830,7 +833,10 @@ def test_a_stalled_stream_times_out_after_the_text_it_did_deliver(
     url = serve(server, name, cut=cut, after_cut="stall")
     deltas: list[TextDelta] = []
 
-    with post(client, url, read_timeout=0.5) as response, pytest.raises(StreamFault) as caught:
+    with (
+        post(client, url, read_timeout=STALL_TIMEOUT) as response,
+        pytest.raises(StreamFault) as caught,
+    ):
         drain(StreamReader(response), deltas)
 
     fault = caught.value
@@ -852,7 +858,10 @@ def test_a_stalled_stream_times_out_after_the_text_it_did_deliver(
 def test_a_timeout_is_chained_to_the_clients_read_timeout(server: SSEServer, client: str) -> None:
     name = "openai-chat-text.sse"
     url = serve(server, name, cut=stall_cut(fixture(name), 3), after_cut="stall")
-    with post(client, url, read_timeout=0.5) as response, pytest.raises(StreamFault) as caught:
+    with (
+        post(client, url, read_timeout=STALL_TIMEOUT) as response,
+        pytest.raises(StreamFault) as caught,
+    ):
         read_stream(response)
     module: Any = httpx if client == "httpx" else httpx2
     assert isinstance(caught.value.__cause__, module.ReadTimeout)
@@ -863,7 +872,10 @@ def test_a_requests_read_timeout_is_a_timeout(server: SSEServer) -> None:
     """The reader reads a requests body through urllib3, whose ReadTimeoutError is a timeout."""
     name = "openai-chat-text.sse"
     url = serve(server, name, cut=stall_cut(fixture(name), 3), after_cut="stall")
-    with post("requests", url, read_timeout=0.5) as response, pytest.raises(StreamFault) as caught:
+    with (
+        post("requests", url, read_timeout=STALL_TIMEOUT) as response,
+        pytest.raises(StreamFault) as caught,
+    ):
         read_stream(response)
     assert isinstance(caught.value.__cause__, urllib3.exceptions.ReadTimeoutError)
     assert caught.value.code == "timeout"
@@ -1172,7 +1184,7 @@ def test_async_stall_times_out(server: SSEServer, client: str) -> None:
 
     async def main() -> tuple[list[TextDelta], StreamFault]:
         deltas: list[TextDelta] = []
-        async with apost(client, url, read_timeout=0.5) as response:
+        async with apost(client, url, read_timeout=STALL_TIMEOUT) as response:
             with pytest.raises(StreamFault) as caught:
                 await adrain(AsyncStreamReader(response), deltas)
             return deltas, caught.value
