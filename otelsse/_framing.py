@@ -149,11 +149,6 @@ class SSEParser:
                         retry = _maybe_retry(value[1:] if value[:1] == " " else value, retry)
         return retry
 
-    @property
-    def pending_bytes(self) -> int:
-        """Bytes held for an event that has not been dispatched yet."""
-        return self._tail_len + len(self._decoder.held)
-
     def feed(self, data: bytes) -> list[SSEEvent]:
         """Take the next bytes of the stream; return the events they completed, in order."""
         if self._guarded:

@@ -10,7 +10,7 @@ A route adapter turns provider envelopes into calls on ``StreamState``:
     stop             stop(reason, success)
     terminal         terminal()
     error            provider_error(code)
-    keepalive        keepalive()
+    keepalive        nothing to record (the event is counted like any other)
     unknown          unknown()
 
 plus ``payload_invalid()`` and ``protocol_violation()`` for input the route cannot accept, and
@@ -68,7 +68,6 @@ class StreamState:
         "error_code",
         "finish_reasons",
         "input_tokens",
-        "keepalive_count",
         "limit_stage",
         "max_text_chars",
         "max_tool_calls",
@@ -111,7 +110,6 @@ class StreamState:
         self.protocol_error = False
         self.limit_stage: str | None = None
         self.unknown_count = 0
-        self.keepalive_count = 0
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
         self.response_model: str | None = None
@@ -211,9 +209,6 @@ class StreamState:
     def protocol_violation(self, name: str) -> None:
         self.protocol_error = True
         self.anomaly(name)
-
-    def keepalive(self) -> None:
-        self.keepalive_count += 1
 
     def unknown(self) -> None:
         self.unknown_count += 1

@@ -42,7 +42,6 @@ TIME_TO_FIRST_EVENT = "otelsse.time_to_first_event"
 MAX_INTER_EVENT_GAP = "otelsse.max_inter_event_gap"
 DURATION = "otelsse.duration"
 TOOL_CALL_VALID = "otelsse.tool_call.valid"
-INSTRUMENTATION_ERROR_KIND = "otelsse.instrumentation.error_kind"
 
 # -- span attributes (OpenTelemetry semantic conventions) -----------------------------------
 HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"

@@ -36,8 +36,7 @@ class AnthropicMessagesAdapter(RouteAdapter):
             return
         name: Any = event.event
         if name == "ping":
-            state.keepalive()
-            return
+            return  # keepalive
         obj = parse_object(event, state)
         if obj is None:
             return
