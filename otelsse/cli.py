@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -121,9 +122,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
     out = out or sys.stdout
-    if args.command == "inspect":
-        return _inspect(args, out)
-    return _demo(args, out)
+    try:
+        return _inspect(args, out) if args.command == "inspect" else _demo(args, out)
+    except BrokenPipeError:
+        # The reader went away (``otelsse inspect x | head``). As the Python docs advise, point
+        # stdout at devnull so the flush at exit does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover
