@@ -1,4 +1,8 @@
-"""The JSON decoder used once per complete event: orjson when installed (the ``fast`` extra)."""
+"""The JSON decoder used once per complete event: orjson or msgspec when installed (``fast``).
+
+orjson is preferred, then msgspec; both reject trailing data as ``json.loads`` does, so "exactly
+one JSON value" means the same whichever is used.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +13,21 @@ from typing import Any
 __all__ = ["JSON_DECODER", "JSONDecodeError", "loads"]
 
 loads: Callable[[str], Any]
+JSONDecodeError: tuple[type[Exception], ...]
 try:
     import orjson
 
     loads = orjson.loads
-    JSONDecodeError: tuple[type[Exception], ...] = (orjson.JSONDecodeError, RecursionError)
+    JSONDecodeError = (orjson.JSONDecodeError, RecursionError)
     JSON_DECODER = "orjson"
-except ImportError:  # pragma: no cover - exercised only where orjson is absent
-    loads = json.loads
-    JSONDecodeError = (json.JSONDecodeError, RecursionError)
-    JSON_DECODER = "json"
+except ImportError:  # pragma: no cover - depends on what is installed
+    try:
+        import msgspec
+
+        loads = msgspec.json.Decoder().decode
+        JSONDecodeError = (msgspec.DecodeError, RecursionError)
+        JSON_DECODER = "msgspec"
+    except ImportError:
+        loads = json.loads
+        JSONDecodeError = (json.JSONDecodeError, RecursionError)
+        JSON_DECODER = "json"
