@@ -165,11 +165,7 @@ class SSEParser:
             # event, usually one ``data:`` line. Checked first because it is the hot path.
             self._tail_ends_lf = True
             self._line_len = 0
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError:
-                text = self._decoder.decode_invalid(data)
-            self._decoded_chars += len(text)
+            text = self._decode(data)
             if text[:6] == "data: " and text.count("\n") == 2:
                 event = ("message", text[6:-2], self.last_event_id, self._retry)
                 return [_new_event(SSEEvent, event)]

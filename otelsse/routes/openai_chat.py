@@ -57,9 +57,8 @@ class OpenAIChatAdapter(RouteAdapter):
             # ``[DONE]`` is not JSON: testing for it only here keeps it off the hot path.
             if event.data.startswith("[DONE]"):
                 self._on_done(state)
-            else:
-                state.payload_invalid()
-            return
+                return
+            obj = None  # not an object: judged below, after an ``event: error`` is noted
         if event.event == "error":
             state.provider_error(None)
         if type(obj) is not dict:
