@@ -1,9 +1,14 @@
 """otelsse: stream-integrity observability for LLM Server-Sent Events.
 
-The sans-IO core (``SSEParser``, ``StreamMonitor`` and the routes) turns response bytes into
-events and one ``StreamReport`` whose ``outcome`` says how the stream really ended; the enforcing
-reader (``read_stream``) releases a stream's text and tool calls only once it has.
+``otelsse.instrument()`` observes every SSE response the application reads through httpx,
+httpx2 or requests, and records one span and a set of metrics per stream. The sans-IO core
+(``SSEParser``, ``StreamMonitor`` and the routes) turns response bytes into events and one
+``StreamReport`` whose ``outcome`` says how the stream really ended; the enforcing reader
+(``read_stream``) releases a stream's text and tool calls only once it has.
 """
+
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 from ._exceptions import OtelSSEError, ParserClosedError
 from ._framing import SSEParser
@@ -22,6 +27,9 @@ from .reader import (
 from .routes import RouteAdapter, detect_route, register_route
 from .version import __version__
 
+if _TYPE_CHECKING:
+    from .instrumentation import SSEInstrumentor
+
 __all__ = [
     "AsyncStreamReader",
     "Limits",
@@ -30,6 +38,7 @@ __all__ = [
     "ParserClosedError",
     "RouteAdapter",
     "SSEEvent",
+    "SSEInstrumentor",
     "SSEParser",
     "StreamFault",
     "StreamMonitor",
@@ -41,12 +50,47 @@ __all__ = [
     "__version__",
     "aread_stream",
     "detect_route",
+    "instrument",
     "read_stream",
     "register_route",
+    "uninstrument",
 ]
 
+
+def instrument(**options: _Any) -> None:
+    """Observe SSE responses read through httpx, httpx2 and requests from now on.
+
+    Idempotent. Options: see ``SSEInstrumentor``; ``opentelemetry-instrument`` does the same
+    with none.
+    """
+    from .instrumentation import SSEInstrumentor
+
+    SSEInstrumentor().instrument(**options)
+
+
+def uninstrument() -> None:
+    """Undo ``instrument()``: every patched method is restored."""
+    from .instrumentation import SSEInstrumentor
+
+    SSEInstrumentor().uninstrument()
+
+
+def __getattr__(name: str) -> _Any:
+    # Lazy, so that ``import otelsse`` (the sans-IO core) loads no OpenTelemetry or wrapt.
+    if name == "SSEInstrumentor":
+        from .instrumentation import SSEInstrumentor
+
+        SSEInstrumentor.__module__ = "otelsse"
+        return SSEInstrumentor
+    raise AttributeError(f"module 'otelsse' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
 for _name in __all__:
-    _value = globals()[_name]
+    _value = globals().get(_name)
     if hasattr(_value, "__module__"):
         try:
             _value.__module__ = "otelsse"

@@ -21,7 +21,14 @@ from ._state import StreamState
 from .events import SSEEvent
 from .routes import Route, RouteAdapter, SniffingAdapter, make_adapter
 
-__all__ = ["Limits", "Outcome", "StreamError", "StreamMonitor", "StreamReport"]
+__all__ = [
+    "Limits",
+    "Outcome",
+    "StreamError",
+    "StreamMonitor",
+    "StreamReport",
+    "stream_error",
+]
 
 StreamError = Literal["transport", "timeout", "cancelled"]
 
@@ -371,6 +378,27 @@ class StreamMonitor:
         if state.stop_success is False:
             return Outcome.INCOMPLETE
         return Outcome.COMPLETE
+
+
+def stream_error(exc: BaseException) -> StreamError:
+    """How an exception raised while reading a body ends the stream (for ``close(error=...)``).
+
+    Matched by class name, so no client library is imported. The cause chain is searched too:
+    requests wraps urllib3's ``ReadTimeoutError`` in a ``ConnectionError`` while streaming.
+    """
+    if isinstance(exc, (GeneratorExit, KeyboardInterrupt)):
+        return "cancelled"
+    if type(exc).__name__ == "CancelledError":  # asyncio's, anyio's or trio's
+        return "cancelled"
+    seen: BaseException | None = exc
+    for _ in range(8):  # cause chains are short; a cycle must not loop forever
+        if seen is None:
+            break
+        if isinstance(seen, TimeoutError) or "Timeout" in type(seen).__name__:
+            return "timeout"
+        wrapped = seen.args[0] if seen.args and isinstance(seen.args[0], BaseException) else None
+        seen = seen.__cause__ or seen.__context__ or wrapped
+    return "transport"
 
 
 def _since(start: float | None, moment: float | None) -> float | None:

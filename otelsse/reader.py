@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._exceptions import OtelSSEError
-from .monitor import Limits, Outcome, StreamError, StreamMonitor, StreamReport
+from .monitor import Limits, Outcome, StreamError, StreamMonitor, StreamReport, stream_error
 from .routes import AUTO, detect_route, make_adapter
 
 __all__ = [
@@ -249,7 +249,7 @@ class _Enforcer:
         usual). Cancellation is the application's own doing: the original exception propagates,
         and a later ``result()`` raises ``StreamFault("cancelled")``.
         """
-        error = _stream_error(exc)
+        error = stream_error(exc)
         if error == "cancelled":
             report = self.monitor.close(time.monotonic(), error=error)
             raise StreamFault(error, report) from exc
@@ -257,29 +257,6 @@ class _Enforcer:
             return self.finish(error)
         except StreamFault as fault:
             raise fault from exc
-
-
-def _stream_error(exc: BaseException) -> StreamError:
-    """How an exception raised while reading ends the stream.
-
-    Matched by class name, so no client library is imported. The cause chain is searched too:
-    requests wraps urllib3's ``ReadTimeoutError`` in a ``ConnectionError`` while streaming.
-    """
-    if isinstance(exc, (GeneratorExit, KeyboardInterrupt)) or _named(exc, "CancelledError"):
-        return "cancelled"
-    seen: BaseException | None = exc
-    for _ in range(8):  # cause chains are short; a cycle must not loop forever
-        if seen is None:
-            break
-        if isinstance(seen, TimeoutError) or "Timeout" in type(seen).__name__:
-            return "timeout"
-        wrapped = seen.args[0] if seen.args and isinstance(seen.args[0], BaseException) else None
-        seen = seen.__cause__ or seen.__context__ or wrapped
-    return "transport"
-
-
-def _named(exc: BaseException, name: str) -> bool:
-    return type(exc).__name__ == name
 
 
 def _requests_chunks(response: Any) -> Iterator[bytes]:

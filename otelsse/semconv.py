@@ -42,6 +42,8 @@ TIME_TO_FIRST_EVENT = "otelsse.time_to_first_event"
 MAX_INTER_EVENT_GAP = "otelsse.max_inter_event_gap"
 DURATION = "otelsse.duration"
 TOOL_CALL_VALID = "otelsse.tool_call.valid"
+#: The provider's request id from an allow-listed response header (see REQUEST_ID_HEADERS).
+REQUEST_ID = "otelsse.request_id"
 
 # -- span attributes (OpenTelemetry semantic conventions) -----------------------------------
 HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
@@ -65,12 +67,21 @@ ATTRIBUTES: tuple[str, ...] = (
     TIME_TO_FIRST_EVENT, MAX_INTER_EVENT_GAP, DURATION, HTTP_RESPONSE_STATUS_CODE, SERVER_ADDRESS,
     SERVER_PORT, ERROR_TYPE, GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_STREAM, GEN_AI_RESPONSE_MODEL,
     GEN_AI_RESPONSE_ID, GEN_AI_RESPONSE_FINISH_REASONS, GEN_AI_USAGE_INPUT_TOKENS,
-    GEN_AI_USAGE_OUTPUT_TOKENS,
+    GEN_AI_USAGE_OUTPUT_TOKENS, REQUEST_ID,
 )  # fmt: skip
+
+#: The only response headers whose values are recorded (as ``otelsse.request_id``), in order.
+REQUEST_ID_HEADERS: tuple[str, ...] = ("x-request-id", "request-id")
+
+#: Span name of the one span per observed stream.
+SPAN_NAME = "otelsse.stream"
+#: Instrumentation scope schema: the semantic-conventions release whose names are used here.
+SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
 
 #: Outcomes that are a fault on the server or network side: the span status is ERROR and
 #: ``error.type`` is set to the outcome. ``complete``, ``incomplete``, ``cancelled`` and
-#: ``eof_unverified`` are not errors.
+#: ``eof_unverified`` are not errors, nor is ``internal_error``: otelsse's own failure says nothing
+#: about the server (it is counted in ``otelsse.instrumentation.errors``).
 ERROR_OUTCOMES = frozenset(
     {
         "truncated",
@@ -80,7 +91,6 @@ ERROR_OUTCOMES = frozenset(
         "decode_error",
         "payload_error",
         "buffer_limit",
-        "internal_error",
     }
 )
 

@@ -1,0 +1,305 @@
+"""What every client shares: which requests to watch, and one observer per watched response.
+
+    send() wrapper ── Settings.watch(request) ──> Watch      (before the request goes out)
+    headers ───────── Watch.response(...) ──────> StreamObserver | None
+    body reads ────── StreamObserver.feed(chunk)  (the tap, as the application reads)
+    end ───────────── StreamObserver.finish(error)  exactly once: EOF, close, error, GC
+
+Everything here is contained: a failure is counted in ``otelsse.instrumentation.errors`` and
+the application's request, response and exceptions are left exactly as they were.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+import weakref
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from opentelemetry import context as otel_context
+from opentelemetry.context import Context
+from opentelemetry.trace import Span
+
+from .. import semconv
+from ..monitor import Limits, Outcome, StreamError, StreamMonitor, stream_error
+from ..routes import AUTO, detect_route
+from ..telemetry import MetricAttributes, Telemetry
+from ._content import ContentDecoder, UnsupportedEncoding, content_decoder
+
+__all__ = ["Settings", "StreamObserver", "Watch", "body_asks_for_stream"]
+
+_STREAM_TRUE = re.compile(rb'"stream"\s*:\s*true')
+_MAX_REQUEST_ID_CHARS = 128
+
+
+def body_asks_for_stream(body: object) -> bool:
+    """Whether a JSON request body says ``"stream": true`` (read, never recorded)."""
+    if isinstance(body, dict):
+        return body.get("stream") is True
+    if isinstance(body, str):
+        body = body.encode("utf-8", "replace")
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        data = bytes(body)
+        return b'"stream"' in data and _STREAM_TRUE.search(data) is not None
+    return False
+
+
+def _is_event_stream(content_type: str | None) -> bool:
+    return (
+        content_type is not None
+        and content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What ``instrument()`` was given; shared by every wrapper."""
+
+    telemetry: Telemetry
+    limits: Limits = dataclasses.field(default_factory=Limits)
+    excluded_urls: re.Pattern[str] | None = None
+
+    def watch(
+        self,
+        method: str,
+        url: str,
+        host: str | None,
+        port: int | None,
+        *,
+        stream_asked: bool,
+        accept: str | None,
+    ) -> Watch | None:
+        """Decide, before sending, whether this request may be a stream to observe.
+
+        Returns None for an excluded URL. A request that a known streaming route expects to be
+        SSE (``stream_asked``, an SSE ``Accept``, or a path that always streams) gets its span
+        now, so the HTTP client span nests under it; any other request is watched only for an
+        SSE response, and gets its span then.
+        """
+        if self.excluded_urls is not None and self.excluded_urls.search(url):
+            return None
+        route = detect_route(method, url)
+        expects_sse = route is not None and (
+            stream_asked or _is_event_stream(accept) or _always_streams(route, url)
+        )
+        return Watch(self, method, url, host, port, route, expects_sse)
+
+
+def _always_streams(route: str, url: str) -> bool:
+    parts = urlsplit(url)
+    if route == "gemini.generate_content":
+        return "alt=sse" in parts.query
+    if parts.path.endswith(":streamRawPredict"):
+        return True
+    return route == "openai.responses" and "stream=" in parts.query  # GET .../responses/{id}
+
+
+class Watch:
+    """A request otelsse may observe, from send until its response headers arrive."""
+
+    __slots__ = (
+        "context",
+        "expects_sse",
+        "host",
+        "method",
+        "port",
+        "route",
+        "settings",
+        "span",
+        "start_time",
+        "started_at",
+        "url",
+    )
+
+    def __init__(
+        self,
+        settings: Settings,
+        method: str,
+        url: str,
+        host: str | None,
+        port: int | None,
+        route: str | None,
+        expects_sse: bool,
+    ) -> None:
+        self.settings = settings
+        self.method = method
+        self.url = url
+        self.host = host
+        self.port = port
+        self.route = route
+        self.expects_sse = expects_sse
+        self.started_at = time.perf_counter()
+        self.start_time = time.time_ns()
+        self.context: Context = otel_context.get_current()
+        self.span: Span | None = None
+        if expects_sse:
+            self.span = settings.telemetry.start_span(self._server_attributes())
+
+    def _server_attributes(self) -> dict[str, Any]:
+        attributes: dict[str, Any] = {}
+        if self.route is not None:
+            attributes[semconv.ROUTE] = self.route
+        if self.host:
+            attributes[semconv.SERVER_ADDRESS] = self.host
+        if self.port is not None:
+            attributes[semconv.SERVER_PORT] = self.port
+        return attributes
+
+    def failed(self, error: BaseException) -> None:
+        """The request raised before any response (connect error, timeout): end the span."""
+        if self.span is not None:
+            StreamObserver(self, self.route or AUTO, {}, None).finish(stream_error(error))
+
+    def contain(self, error: Exception) -> None:
+        """otelsse itself failed around the send: count it and end the span it started."""
+        self.settings.telemetry.count_error(error, "send")
+        if self.span is not None and self.span.is_recording():
+            observer = StreamObserver(self, self.route or AUTO, {}, None)
+            observer.broken = True
+            observer.finish()
+
+    def response(
+        self,
+        status: int,
+        headers: Mapping[str, str],
+        *,
+        body_decoded: bool,
+    ) -> StreamObserver | None:
+        """The response headers arrived: return the observer for its body, or None.
+
+        ``headers`` is the client's case-insensitive mapping. ``body_decoded`` says whether the
+        tap sees the body after content-decoding (else the observer decodes it).
+        """
+        content_type = headers.get("content-type")
+        sse = _is_event_stream(content_type)
+        if not sse and not self.expects_sse:
+            return None
+        route = self.route or detect_route(self.method, self.url, content_type) or AUTO
+        span_attributes = self._server_attributes()
+        span_attributes[semconv.HTTP_RESPONSE_STATUS_CODE] = status
+        for name in semconv.REQUEST_ID_HEADERS:
+            request_id = headers.get(name)
+            if request_id:
+                span_attributes[semconv.REQUEST_ID] = _printable(request_id)
+                break
+        if not sse or not 200 <= status < 300:
+            # A streaming route answered with something else (an HTML 502, a JSON 429): the
+            # stream failed at its headers; its body is the application's, not a stream.
+            observer = StreamObserver(self, route, span_attributes, None)
+            observer.monitor.flag_protocol_error("media_type" if not sse else "status")
+            observer.finish(None)
+            return None
+        observer = StreamObserver(self, route, span_attributes, None, active=True)
+        if not body_decoded:
+            observer.decode_as(headers.get("content-encoding"))
+        return observer
+
+
+def _printable(value: str) -> str:
+    return "".join(c for c in value[:_MAX_REQUEST_ID_CHARS] if c.isprintable())
+
+
+class StreamObserver:
+    """One response's tap target: the monitor, the span, and ending both exactly once."""
+
+    __slots__ = (
+        "_active_attributes",
+        "_ended",
+        "_finalizer",
+        "_span",
+        "_span_attributes",
+        "_telemetry",
+        "broken",
+        "decode",
+        "monitor",
+    )
+
+    def __init__(
+        self,
+        watch: Watch,
+        route: str,
+        span_attributes: dict[str, Any],
+        decode: ContentDecoder | None,
+        *,
+        active: bool = False,
+    ) -> None:
+        telemetry = watch.settings.telemetry
+        self._telemetry = telemetry
+        self._span = watch.span or telemetry.start_span(
+            {semconv.ROUTE: route, **span_attributes},
+            context=watch.context,
+            start_time=watch.start_time,
+        )
+        self.monitor = StreamMonitor(
+            route, limits=watch.settings.limits, started_at=watch.started_at
+        )
+        self._span_attributes = span_attributes
+        self.decode = decode
+        self._ended = False
+        self.broken = False
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+        self._active_attributes: MetricAttributes | None = None
+        if active:
+            self._active_attributes = {semconv.ROUTE: route}
+            if watch.host:
+                self._active_attributes[semconv.SERVER_ADDRESS] = watch.host
+            telemetry.stream_started(self._active_attributes)
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    def end_when_collected(self, response: object) -> None:
+        """End as ``cancelled`` if the application drops ``response`` without closing it."""
+        self._finalizer = weakref.finalize(response, self.finish, "cancelled")
+
+    def decode_as(self, content_encoding: str | None) -> None:
+        """Decode what the tap sees by ``content_encoding`` before the monitor gets it."""
+        try:
+            self.decode = content_decoder(content_encoding)
+        except UnsupportedEncoding as exc:
+            # Counted, and the stream reported as internal_error: its body cannot be judged.
+            self._telemetry.count_error(exc, "content-encoding")
+            self.broken = True
+
+    def feed(self, chunk: bytes) -> None:
+        """The application just read ``chunk``. Never raises."""
+        if self.broken or self._ended:
+            return
+        try:
+            if self.decode is not None:
+                chunk = self.decode(chunk)
+            self.monitor.feed(chunk, time.perf_counter())
+        except Exception as exc:
+            self.broken = True
+            self._telemetry.count_error(exc, "feed")
+
+    def fail(self, error: BaseException) -> None:
+        """Reading raised ``error`` (which the caller re-raises): end accordingly."""
+        self.finish(stream_error(error))
+
+    def finish(self, error: StreamError | None = None) -> None:
+        """End the stream: None at EOF, else how it ended. Only the first call counts."""
+        if self._ended:
+            return
+        self._ended = True
+        telemetry = self._telemetry
+        try:
+            if self._finalizer is not None:
+                self._finalizer.detach()
+            report = self.monitor.close(time.perf_counter(), error=error)
+            if self.broken:
+                report = dataclasses.replace(report, outcome=Outcome.INTERNAL_ERROR)
+        except Exception as exc:
+            telemetry.count_error(exc, "finish")
+            self._span.end()
+            return
+        try:
+            telemetry.stream_ended(
+                self._span, report, self._span_attributes, self._active_attributes
+            )
+        except Exception as exc:
+            telemetry.count_error(exc, "record")

@@ -1,0 +1,217 @@
+"""requests: wrap ``Session.request`` and tap ``response.raw``.
+
+``Session.request`` (not ``Session.send``, which the contrib instrumentation owns and would
+unwrap) makes the span the parent of the contrib HTTP span in either order. The tap is a
+transparent proxy over urllib3's ``HTTPResponse``: ``iter_content``/``iter_lines``/``.content``
+/``.text`` read through its ``stream()``, and an application may call ``raw.read``/``read1``/
+``stream``/``read_chunked`` itself; each call reads the wrapped response directly, so no byte is
+counted twice. A requests ``Session.send(prepared, stream=True)`` called directly is not seen.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import wrapt
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+
+from ._observer import Settings, StreamObserver, Watch, body_asks_for_stream
+
+__all__ = ["request_wrapper"]
+
+if TYPE_CHECKING:  # wrapt's stubs make ObjectProxy generic; at run time it is not
+    _Proxy = wrapt.ObjectProxy[Any]
+else:
+    _Proxy = wrapt.ObjectProxy
+
+
+class _RawTap(_Proxy):
+    """``response.raw`` as before, but every body read also goes to the observer."""
+
+    def __init__(self, raw: Any, observer: StreamObserver, content_encoding: str | None) -> None:
+        super().__init__(raw)
+        self._self_observer = observer
+        self._self_content_encoding = content_encoding
+
+    def _self_feed(self, data: bytes, decode_content: bool | None) -> None:
+        observer = self._self_observer
+        if decode_content is None:
+            decode_content = self.__wrapped__.decode_content
+        if self._self_content_encoding and not decode_content and observer.decode is None:
+            # The application reads the coded bytes; the monitor needs them decoded.
+            observer.decode_as(self._self_content_encoding)
+        observer.feed(data)
+
+    def _self_read(self, method: str, amt: int | None, decode_content: bool | None) -> bytes:
+        observer = self._self_observer
+        try:
+            data: bytes = getattr(self.__wrapped__, method)(amt, decode_content=decode_content)
+        except BaseException as exc:
+            observer.fail(exc)
+            raise
+        self._self_feed(data, decode_content)
+        if amt is None or not data or self.__wrapped__.closed:
+            observer.finish()
+        return data
+
+    def read(
+        self,
+        amt: int | None = None,
+        decode_content: bool | None = None,
+        cache_content: bool = False,
+    ) -> bytes:
+        if cache_content:
+            try:
+                data: bytes = self.__wrapped__.read(amt, decode_content, cache_content)
+            except BaseException as exc:
+                self._self_observer.fail(exc)
+                raise
+            self._self_feed(data, decode_content)
+            return data
+        return self._self_read("read", amt, decode_content)
+
+    def read1(self, amt: int | None = None, decode_content: bool | None = None) -> bytes:
+        return self._self_read("read1", amt, decode_content)
+
+    def _self_iterate(
+        self, chunks: Iterator[bytes], decode_content: bool | None
+    ) -> Iterator[bytes]:
+        observer = self._self_observer
+        try:
+            for chunk in chunks:
+                self._self_feed(chunk, decode_content)
+                yield chunk
+        except BaseException as exc:
+            observer.fail(exc)
+            raise
+        observer.finish()
+
+    def stream(
+        self, amt: int | None = 2**16, decode_content: bool | None = None
+    ) -> Iterator[bytes]:
+        return self._self_iterate(self.__wrapped__.stream(amt, decode_content), decode_content)
+
+    def read_chunked(
+        self, amt: int | None = None, decode_content: bool | None = None
+    ) -> Iterator[bytes]:
+        return self._self_iterate(
+            self.__wrapped__.read_chunked(amt, decode_content), decode_content
+        )
+
+    def __iter__(self) -> Iterator[bytes]:
+        # urllib3 iterates lines of its own stream(); read through the tap's stream() instead.
+        buffer: list[bytes] = []
+        for chunk in self.stream(decode_content=True):
+            lines = chunk.split(b"\n")
+            if len(lines) == 1:
+                buffer.append(chunk)
+                continue
+            yield b"".join(buffer) + lines[0] + b"\n"
+            for line in lines[1:-1]:
+                yield line + b"\n"
+            buffer = [lines[-1]] if lines[-1] else []
+        if buffer:
+            yield b"".join(buffer)
+
+    def close(self) -> None:
+        try:
+            self.__wrapped__.close()
+        finally:
+            self._self_observer.finish("cancelled")
+
+    def release_conn(self) -> None:
+        try:
+            self.__wrapped__.release_conn()
+        finally:
+            self._self_observer.finish("cancelled")
+
+
+def _arguments(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``Session.request``'s arguments by name. ``requests.get()`` and friends pass them all
+    by keyword; other positional arguments are bound through the signature."""
+    if not args:
+        return kwargs
+    if len(args) <= 2 and "method" not in kwargs and "url" not in kwargs:
+        return {**kwargs, **dict(zip(("method", "url"), args, strict=False))}
+    return dict(inspect.signature(wrapped).bind(*args, **kwargs).arguments)
+
+
+def _watch(settings: Settings, session: Any, arguments: dict[str, Any]) -> Watch | None:
+    method = str(arguments.get("method") or "GET").upper()
+    url = str(arguments.get("url") or "")
+    parts = urlsplit(url)
+    headers = {**(session.headers or {}), **(arguments.get("headers") or {})}
+    accept = next((v for k, v in headers.items() if k.lower() == "accept"), None)
+    body = arguments.get("json")
+    if body is None:
+        body = arguments.get("data")
+    return settings.watch(
+        method,
+        url,
+        parts.hostname,
+        parts.port or (443 if parts.scheme == "https" else 80),
+        stream_asked=body_asks_for_stream(body),
+        accept=accept if isinstance(accept, str) else None,
+    )
+
+
+def _observe(watch: Watch, response: Any) -> None:
+    if response.raw is None:
+        return
+    if getattr(response, "_content_consumed", False):  # stream=False: read already
+        observer = watch.response(response.status_code, response.headers, body_decoded=True)
+        if observer is not None:
+            observer.feed(response.content)
+            observer.finish()
+        return
+    observer = watch.response(response.status_code, response.headers, body_decoded=True)
+    if observer is not None:
+        coding = response.headers.get("content-encoding")
+        response.raw = _RawTap(response.raw, observer, coding)
+        observer.end_when_collected(response)
+
+
+def request_wrapper(settings: Settings) -> Callable[..., Any]:
+    def request(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not is_instrumentation_enabled():
+            return wrapped(*args, **kwargs)
+        try:
+            arguments = _arguments(wrapped, args, kwargs)
+            watch = _watch(settings, instance, arguments)
+        except Exception as exc:
+            settings.telemetry.count_error(exc, "send")
+            watch = None
+        if watch is None:
+            return wrapped(*args, **kwargs)
+        if watch.span is None:
+            response = wrapped(*args, **kwargs)
+            try:
+                _observe(watch, response)
+            except Exception as exc:
+                watch.contain(exc)
+            return response
+        stream = arguments.get("stream")
+        if stream is None:
+            stream = instance.stream
+        token = otel_context.attach(trace.set_span_in_context(watch.span, watch.context))
+        try:
+            response = wrapped(**{**arguments, "stream": True})
+        except BaseException as exc:
+            watch.failed(exc)
+            raise
+        finally:
+            otel_context.detach(token)
+        try:
+            _observe(watch, response)
+        except Exception as exc:
+            watch.contain(exc)
+        if not stream:
+            response.content  # noqa: B018 -- what Session.send does for stream=False
+        return response
+
+    return request

@@ -1,0 +1,217 @@
+"""From ``StreamReport`` to OpenTelemetry: the instruments, the span's end, the metric points.
+
+Every name, unit and bucket boundary comes from ``semconv``; this module only builds the
+instruments and decides what one finished stream records. Nothing here ever sees content: it
+reads reports, whose fields are counts, sizes, timings and provider-sent identifiers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from . import semconv
+from .monitor import Outcome, StreamReport
+from .version import __version__
+
+__all__ = ["MetricAttributes", "Telemetry"]
+
+MetricAttributes = dict[str, Any]
+
+_LOG = logging.getLogger("otelsse")
+
+#: The value a capped attribute takes once its limit of distinct values is reached.
+OTHER = "_OTHER"
+#: Provider-sent values longer than this are not identifiers; they are cut to keep labels small.
+_MAX_VALUE_CHARS = 64
+
+
+class _CappedValues:
+    """Passes the first ``limit`` distinct values through and maps the rest to ``_OTHER``.
+
+    Model names and stop reasons are chosen by whoever runs the server: without a cap, one
+    misbehaving gateway could create a new metric series per stream.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, value: str) -> str:
+        value = value[:_MAX_VALUE_CHARS]
+        if value in self._seen:
+            return value
+        with self._lock:
+            if len(self._seen) < self._limit:
+                self._seen.add(value)
+                return value
+        return OTHER
+
+
+class Telemetry:
+    """The tracer, the instruments and the rules for recording one stream.
+
+    Args:
+        tracer_provider, meter_provider: None for the global providers.
+        max_model_names: distinct ``gen_ai.response.model`` values before ``_OTHER``.
+        max_stop_reasons: distinct ``otelsse.stop_reason`` values before ``_OTHER``.
+    """
+
+    def __init__(
+        self,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        *,
+        max_model_names: int = 50,
+        max_stop_reasons: int = 30,
+    ) -> None:
+        self.tracer = trace.get_tracer(
+            "otelsse", __version__, tracer_provider, schema_url=semconv.SCHEMA_URL
+        )
+        meter = metrics.get_meter("otelsse", __version__, meter_provider, semconv.SCHEMA_URL)
+        s = semconv
+        self._streams = meter.create_counter(s.STREAMS.name, s.STREAMS.unit, s.STREAMS.description)
+        self._active = meter.create_up_down_counter(
+            s.STREAMS_ACTIVE.name, s.STREAMS_ACTIVE.unit, s.STREAMS_ACTIVE.description
+        )
+        self._duration = _histogram(meter, s.STREAM_DURATION)
+        self._time_to_first_event = _histogram(meter, s.STREAM_TIME_TO_FIRST_EVENT)
+        self._max_gap = _histogram(meter, s.STREAM_MAX_INTER_EVENT_GAP)
+        self._events = _histogram(meter, s.STREAM_EVENTS)
+        self._bytes = _histogram(meter, s.STREAM_BYTES)
+        self._tool_calls = meter.create_counter(
+            s.TOOL_CALLS.name, s.TOOL_CALLS.unit, s.TOOL_CALLS.description
+        )
+        self._errors = meter.create_counter(
+            s.INSTRUMENTATION_ERRORS.name,
+            s.INSTRUMENTATION_ERRORS.unit,
+            s.INSTRUMENTATION_ERRORS.description,
+        )
+        self._model = _CappedValues(max_model_names)
+        self._stop_reason = _CappedValues(max_stop_reasons)
+        # Series keys whose every outcome was already created at 0 (bounded like the caps).
+        self._precreated: set[tuple[Any, ...]] = set()
+        self._max_precreated = 4 * max_model_names
+        self._logged: set[tuple[str, str]] = set()
+
+    # -- the span --------------------------------------------------------------------------
+
+    def start_span(
+        self,
+        attributes: Mapping[str, Any],
+        *,
+        context: Context | None = None,
+        start_time: int | None = None,
+    ) -> Span:
+        """Start one ``otelsse.stream`` span; the caller makes it current only around ``send``."""
+        return self.tracer.start_span(
+            semconv.SPAN_NAME,
+            context=context,
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            start_time=start_time,
+        )
+
+    def stream_started(self, attributes: MetricAttributes) -> None:
+        """One more stream is being read; ``attributes`` must be given again to ``stream_ended``."""
+        self._active.add(1, attributes)
+
+    def stream_ended(
+        self,
+        span: Span,
+        report: StreamReport,
+        span_attributes: Mapping[str, Any],
+        active_attributes: MetricAttributes | None,
+    ) -> None:
+        """Finish the span (attributes and status before ``end()``) and record the metric points."""
+        try:
+            if span.is_recording():
+                span.set_attributes({**report.to_attributes(), **span_attributes})
+                if report.outcome.value in semconv.ERROR_OUTCOMES:
+                    # The outcome name is the whole description: a message could be content.
+                    span.set_status(Status(StatusCode.ERROR, report.outcome.value))
+        finally:
+            span.end()
+        if active_attributes is not None:
+            self._active.add(-1, active_attributes)
+        self.record_metrics(report, span_attributes.get(semconv.SERVER_ADDRESS))
+
+    def record_metrics(self, report: StreamReport, server_address: str | None) -> None:
+        s = semconv
+        series: MetricAttributes = {s.ROUTE: report.route}
+        if server_address is not None:
+            series[s.SERVER_ADDRESS] = server_address
+        if report.provider_name is not None:
+            series[s.GEN_AI_PROVIDER_NAME] = report.provider_name
+        if report.response_model is not None:
+            series[s.GEN_AI_RESPONSE_MODEL] = self._model(report.response_model)
+        self._precreate_outcomes(series)
+        attributes = {**series, s.OUTCOME: report.outcome.value}
+        if report.stop_reason is not None:
+            attributes[s.STOP_REASON] = self._stop_reason(report.stop_reason)
+        self._streams.add(1, attributes)
+        for histogram, value in (
+            (self._duration, report.duration),
+            (self._time_to_first_event, report.time_to_first_event),
+            (self._max_gap, report.max_inter_event_gap),
+        ):
+            if value is not None:
+                histogram.record(value, attributes)
+        self._events.record(report.event_count, attributes)
+        self._bytes.record(report.bytes_received, attributes)
+        if report.tool_call_count:
+            invalid = report.tool_call_invalid_count + report.open_accumulator_count
+            valid = report.tool_call_count - invalid
+            if valid:
+                self._tool_calls.add(valid, {**series, s.TOOL_CALL_VALID: True})
+            if invalid:
+                self._tool_calls.add(invalid, {**series, s.TOOL_CALL_VALID: False})
+
+    def _precreate_outcomes(self, series: MetricAttributes) -> None:
+        """Create every outcome's counter series at 0 the first time a series key is seen.
+
+        ``increase()`` cannot see a series' first sample, so the first truncation of a route
+        would be invisible to the alerts. The pre-created series carry no stop reason: that is
+        how failed streams (truncated, timeout, protocol_error, ...) are recorded.
+        """
+        key = tuple(sorted(series.items()))
+        if key in self._precreated or len(self._precreated) >= self._max_precreated:
+            return
+        self._precreated.add(key)
+        for outcome in Outcome:
+            self._streams.add(0, {**series, semconv.OUTCOME: outcome.value})
+
+    # -- our own failures ------------------------------------------------------------------
+
+    def count_error(self, error: BaseException, where: str) -> None:
+        """Count a contained failure; log its first occurrence at debug level.
+
+        Only the exception's type is logged, never its message: a parser's or a client's message
+        can quote the data it choked on.
+        """
+        kind = type(error).__name__
+        try:
+            self._errors.add(1, {semconv.ERROR_TYPE: kind})
+            if (where, kind) not in self._logged:
+                self._logged.add((where, kind))
+                _LOG.debug(
+                    "otelsse contained a %s in %s; the application is unaffected", kind, where
+                )
+        except Exception:  # the last line of defence: counting must not raise either
+            pass
+
+
+def _histogram(meter: metrics.Meter, spec: semconv.MetricSpec) -> metrics.Histogram:
+    return meter.create_histogram(
+        spec.name,
+        spec.unit,
+        spec.description,
+        explicit_bucket_boundaries_advisory=list(spec.buckets or ()),
+    )
