@@ -47,10 +47,12 @@ class _RawTap(_Proxy):
             observer.decode_as(self._self_content_encoding)
         observer.feed(data)
 
-    def _self_read(self, method: str, amt: int | None, decode_content: bool | None) -> bytes:
+    def _self_read(
+        self, read: Callable[..., bytes], amt: int | None, decode_content: bool | None, *more: Any
+    ) -> bytes:
         observer = self._self_observer
         try:
-            data: bytes = getattr(self.__wrapped__, method)(amt, decode_content=decode_content)
+            data = read(amt, decode_content, *more)
         except BaseException as exc:
             observer.fail(exc)
             raise
@@ -65,18 +67,10 @@ class _RawTap(_Proxy):
         decode_content: bool | None = None,
         cache_content: bool = False,
     ) -> bytes:
-        if cache_content:
-            try:
-                data: bytes = self.__wrapped__.read(amt, decode_content, cache_content)
-            except BaseException as exc:
-                self._self_observer.fail(exc)
-                raise
-            self._self_feed(data, decode_content)
-            return data
-        return self._self_read("read", amt, decode_content)
+        return self._self_read(self.__wrapped__.read, amt, decode_content, cache_content)
 
     def read1(self, amt: int | None = None, decode_content: bool | None = None) -> bytes:
-        return self._self_read("read1", amt, decode_content)
+        return self._self_read(self.__wrapped__.read1, amt, decode_content)
 
     def _self_iterate(
         self, chunks: Iterator[bytes], decode_content: bool | None
