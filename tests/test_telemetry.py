@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import gzip
 import logging
+import re
 import zlib
 
+import httpx
 import pytest
 from opentelemetry.trace import StatusCode
 
 from otelsse import semconv
 from otelsse.instrumentation._content import UnsupportedEncoding, content_decoder
-from otelsse.instrumentation._observer import Settings, body_asks_for_stream
+from otelsse.instrumentation._observer import Settings, Watch, body_asks_for_stream
 from otelsse.monitor import Outcome, StreamMonitor, StreamReport
 from otelsse.telemetry import OTHER, Telemetry
 
@@ -249,18 +251,34 @@ def test_watch_expects_sse_only_on_streaming_routes(
     expects: bool,
 ) -> None:
     settings = Settings(Telemetry(sdk.tracer_provider, sdk.meter_provider))
-    watch = settings.watch(method, url, "h", 80, stream_asked=stream_asked, accept=accept)
+    watch = watch_url(settings, method, url, stream_asked, accept)
     assert watch is not None
     assert (watch.route, watch.expects_sse) == (route, expects)
     assert (watch.span is not None) is expects
     if watch.span is not None:
         watch.span.end()
+        assert dict(sdk.stream_span().attributes or {}) == {
+            semconv.ROUTE: route,
+            semconv.SERVER_ADDRESS: "h",
+            semconv.SERVER_PORT: 80,
+        }
+
+
+def watch_url(
+    settings: Settings, method: str, url: str, stream_asked: bool = True, accept: str | None = None
+) -> Watch | None:
+    target = httpx.URL(url)
+    return settings.watch(
+        method,
+        target,
+        target.path,
+        target.query.decode(),
+        stream_asked=lambda: stream_asked,
+        accept=lambda: accept,
+    )
 
 
 def test_excluded_urls_are_not_watched(sdk: SDK) -> None:
-    import re
-
     settings = Settings(Telemetry(sdk.tracer_provider), excluded_urls=re.compile("internal"))
-    assert settings.watch("POST", "http://internal/v1/chat/completions", None, None,
-                          stream_asked=True, accept=None) is None  # fmt: skip
-    assert sdk.spans() == []
+    assert watch_url(settings, "POST", "http://internal/v1/chat/completions") is None
+    assert watch_url(settings, "POST", "http://public/v1/chat/completions") is not None

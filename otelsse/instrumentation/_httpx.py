@@ -79,18 +79,21 @@ class _AsyncStreamTap(_Proxy):
 
 def _watch(settings: Settings, request: Any) -> Watch | None:
     url = request.url
-    try:
-        body = request.content
-    except Exception:  # a streaming request body is not read: it cannot be asked
-        body = None
     return settings.watch(
         request.method,
-        str(url),
-        url.host,
-        url.port or (443 if url.scheme == "https" else 80),
-        stream_asked=body_asks_for_stream(body),
-        accept=request.headers.get("accept"),
+        url,
+        url.path,
+        url.query.decode("ascii", "replace"),
+        stream_asked=lambda: body_asks_for_stream(_body(request)),
+        accept=lambda: request.headers.get("accept"),
     )
+
+
+def _body(request: Any) -> bytes | None:
+    try:
+        return request.content  # type: ignore[no-any-return]
+    except Exception:  # a streaming request body is not read: it cannot be asked
+        return None
 
 
 def _observe(watch: Watch, response: Any, tap: Callable[[Any, StreamObserver], object]) -> None:

@@ -15,9 +15,8 @@ import dataclasses
 import re
 import time
 import weakref
-from collections.abc import Mapping
-from typing import Any
-from urllib.parse import urlsplit
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry.context import Context
@@ -25,11 +24,11 @@ from opentelemetry.trace import Span
 
 from .. import semconv
 from ..monitor import Limits, Outcome, StreamError, StreamMonitor, stream_error
-from ..routes import AUTO, detect_route
+from ..routes import AUTO, detect_route, match_route
 from ..telemetry import MetricAttributes, Telemetry
 from ._content import ContentDecoder, UnsupportedEncoding, content_decoder
 
-__all__ = ["Settings", "StreamObserver", "Watch", "body_asks_for_stream"]
+__all__ = ["URL", "Settings", "StreamObserver", "Watch", "body_asks_for_stream"]
 
 _STREAM_TRUE = re.compile(rb'"stream"\s*:\s*true')
 _MAX_REQUEST_ID_CHARS = 128
@@ -54,6 +53,17 @@ def _is_event_stream(content_type: str | None) -> bool:
     )
 
 
+class URL(Protocol):
+    """What the watch needs of a request URL (httpx's ``URL`` has it; see ``_requests.py``)."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int | None: ...
+    @property
+    def scheme(self) -> str: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """What ``instrument()`` was given; shared by every wrapper."""
@@ -65,36 +75,37 @@ class Settings:
     def watch(
         self,
         method: str,
-        url: str,
-        host: str | None,
-        port: int | None,
+        url: URL,
+        path: str,
+        query: str,
         *,
-        stream_asked: bool,
-        accept: str | None,
+        stream_asked: Callable[[], bool],
+        accept: Callable[[], str | None],
     ) -> Watch | None:
         """Decide, before sending, whether this request may be a stream to observe.
 
-        Returns None for an excluded URL. A request that a known streaming route expects to be
-        SSE (``stream_asked``, an SSE ``Accept``, or a path that always streams) gets its span
-        now, so the HTTP client span nests under it; any other request is watched only for an
-        SSE response, and gets its span then.
+        ``url`` is the client's URL object (made text only when needed); ``stream_asked`` and
+        ``accept`` are asked only for a request on a known route. Returns None for an excluded
+        URL. A request that a known streaming route expects to be SSE (``"stream": true``, an
+        SSE ``Accept``, or a path that always streams) gets its span now, so the HTTP client
+        span nests under it; any other request is watched only for an SSE response, and gets
+        its span then.
         """
-        if self.excluded_urls is not None and self.excluded_urls.search(url):
+        if self.excluded_urls is not None and self.excluded_urls.search(str(url)):
             return None
-        route = detect_route(method, url)
+        route = match_route(method, path, query)
         expects_sse = route is not None and (
-            stream_asked or _is_event_stream(accept) or _always_streams(route, url)
+            stream_asked() or _is_event_stream(accept()) or _always_streams(route, path, query)
         )
-        return Watch(self, method, url, host, port, route, expects_sse)
+        return Watch(self, method, url, route, expects_sse)
 
 
-def _always_streams(route: str, url: str) -> bool:
-    parts = urlsplit(url)
+def _always_streams(route: str, path: str, query: str) -> bool:
     if route == "gemini.generate_content":
-        return "alt=sse" in parts.query
-    if parts.path.endswith(":streamRawPredict"):
+        return "alt=sse" in query
+    if path.endswith(":streamRawPredict"):
         return True
-    return route == "openai.responses" and "stream=" in parts.query  # GET .../responses/{id}
+    return route == "openai.responses" and "stream=" in query  # GET .../responses/{id}
 
 
 class Watch:
@@ -103,9 +114,7 @@ class Watch:
     __slots__ = (
         "context",
         "expects_sse",
-        "host",
         "method",
-        "port",
         "route",
         "settings",
         "span",
@@ -118,17 +127,13 @@ class Watch:
         self,
         settings: Settings,
         method: str,
-        url: str,
-        host: str | None,
-        port: int | None,
+        url: URL,
         route: str | None,
         expects_sse: bool,
     ) -> None:
         self.settings = settings
         self.method = method
         self.url = url
-        self.host = host
-        self.port = port
         self.route = route
         self.expects_sse = expects_sse
         self.started_at = time.perf_counter()
@@ -142,10 +147,10 @@ class Watch:
         attributes: dict[str, Any] = {}
         if self.route is not None:
             attributes[semconv.ROUTE] = self.route
-        if self.host:
-            attributes[semconv.SERVER_ADDRESS] = self.host
-        if self.port is not None:
-            attributes[semconv.SERVER_PORT] = self.port
+        url = self.url
+        if url.host:
+            attributes[semconv.SERVER_ADDRESS] = url.host
+        attributes[semconv.SERVER_PORT] = url.port or (443 if url.scheme == "https" else 80)
         return attributes
 
     def failed(self, error: BaseException) -> None:
@@ -177,7 +182,7 @@ class Watch:
         sse = _is_event_stream(content_type)
         if not sse and not self.expects_sse:
             return None
-        route = self.route or detect_route(self.method, self.url, content_type) or AUTO
+        route = self.route or detect_route(self.method, str(self.url), content_type) or AUTO
         span_attributes = self._server_attributes()
         span_attributes[semconv.HTTP_RESPONSE_STATUS_CODE] = status
         for name in semconv.REQUEST_ID_HEADERS:
@@ -244,8 +249,9 @@ class StreamObserver:
         self._active_attributes: MetricAttributes | None = None
         if active:
             self._active_attributes = {semconv.ROUTE: route}
-            if watch.host:
-                self._active_attributes[semconv.SERVER_ADDRESS] = watch.host
+            if semconv.SERVER_ADDRESS in span_attributes:
+                address = span_attributes[semconv.SERVER_ADDRESS]
+                self._active_attributes[semconv.SERVER_ADDRESS] = address
             telemetry.stream_started(self._active_attributes)
 
     @property

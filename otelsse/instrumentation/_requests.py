@@ -135,23 +135,54 @@ def _arguments(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> d
     return dict(inspect.signature(wrapped).bind(*args, **kwargs).arguments)
 
 
+class _URL:
+    """A requests URL as the watch needs it (httpx's ``URL`` has the same three properties)."""
+
+    __slots__ = ("_text", "parts")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self.parts = urlsplit(text)
+
+    @property
+    def host(self) -> str:
+        return self.parts.hostname or ""
+
+    @property
+    def port(self) -> int | None:
+        return self.parts.port
+
+    @property
+    def scheme(self) -> str:
+        return self.parts.scheme
+
+    def __str__(self) -> str:
+        return self._text
+
+
 def _watch(settings: Settings, session: Any, arguments: dict[str, Any]) -> Watch | None:
-    method = str(arguments.get("method") or "GET").upper()
-    url = str(arguments.get("url") or "")
-    parts = urlsplit(url)
-    headers = {**(session.headers or {}), **(arguments.get("headers") or {})}
-    accept = next((v for k, v in headers.items() if k.lower() == "accept"), None)
-    body = arguments.get("json")
-    if body is None:
-        body = arguments.get("data")
+    url = _URL(str(arguments.get("url") or ""))
     return settings.watch(
-        method,
+        str(arguments.get("method") or "GET").upper(),
         url,
-        parts.hostname,
-        parts.port or (443 if parts.scheme == "https" else 80),
-        stream_asked=body_asks_for_stream(body),
-        accept=accept if isinstance(accept, str) else None,
+        url.parts.path,
+        url.parts.query,
+        stream_asked=lambda: body_asks_for_stream(_body(arguments)),
+        accept=lambda: _header(session, arguments, "accept"),
     )
+
+
+def _body(arguments: dict[str, Any]) -> object:
+    body = arguments.get("json")
+    return arguments.get("data") if body is None else body
+
+
+def _header(session: Any, arguments: dict[str, Any], name: str) -> str | None:
+    for headers in (arguments.get("headers"), session.headers):
+        for key, value in (headers or {}).items():
+            if key.lower() == name and isinstance(value, str):
+                return value
+    return None
 
 
 def _observe(watch: Watch, response: Any) -> None:

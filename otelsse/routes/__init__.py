@@ -38,6 +38,7 @@ __all__ = [
     "SniffingAdapter",
     "detect_route",
     "make_adapter",
+    "match_route",
     "register_route",
     "route_names",
     "sniff",
@@ -96,6 +97,8 @@ _BUILT_IN_NAMES = frozenset(route.name for route in _BUILT_IN)
 # User routes first (newest first), so they can override detection of the built-in ones.
 _user_routes: dict[str, Route] = {}
 _built_in_routes: dict[str, Route] = {route.name: route for route in _BUILT_IN}
+# (name, matcher) in detection order, rebuilt when user routes change.
+_matchers: tuple[tuple[str, PathMatcher], ...] = ()
 
 
 def register_route(
@@ -117,12 +120,14 @@ def register_route(
     route = Route(name, adapter, matches)
     _user_routes.pop(name, None)
     _user_routes[name] = route
+    _order_matchers()
     return route
 
 
 def unregister_route(name: str) -> None:
     """Remove a user route (no error when it is not registered)."""
     _user_routes.pop(name, None)
+    _order_matchers()
 
 
 def route_names() -> list[str]:
@@ -151,6 +156,25 @@ def _is_event_stream(content_type: str | None) -> bool:
     )
 
 
+def _order_matchers() -> None:
+    global _matchers
+    routes = (*reversed(_user_routes.values()), *_BUILT_IN)
+    _matchers = tuple((route.name, route.matches) for route in routes if route.matches)
+
+
+def match_route(method: str, path: str, query: str = "") -> str | None:
+    """The first route (user routes first) whose rule matches a request; None if none does."""
+    method = method.upper()
+    for name, matches in _matchers:  # every request passes here: kept to a plain loop
+        if matches(method, path):
+            if matches is _responses and method == "GET":
+                stream = parse_qs(query).get("stream", [""])[0].lower()
+                if stream != "true":
+                    continue
+            return name
+    return None
+
+
 def detect_route(method: str, url: str, content_type: str | None = None) -> str | None:
     """The route for a request, from its method and URL path and the response media type.
 
@@ -159,13 +183,10 @@ def detect_route(method: str, url: str, content_type: str | None = None) -> str 
     tell) and None otherwise: not a stream otelsse knows how to read.
     """
     parts = urlsplit(url)
-    path = parts.path
-    method = method.upper()
-    for route in (*reversed(_user_routes.values()), *_BUILT_IN):
-        if route.matches is not None and route.matches(method, path):
-            if route.matches is _responses and method == "GET":
-                stream = parse_qs(parts.query).get("stream", [""])[0].lower()
-                if stream != "true":
-                    continue
-            return route.name
-    return AUTO if _is_event_stream(content_type) else None
+    route = match_route(method, parts.path, parts.query)
+    if route is None and _is_event_stream(content_type):
+        return AUTO
+    return route
+
+
+_order_matchers()
