@@ -64,10 +64,11 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     - ``max_model_names``: distinct model names in metrics before ``_OTHER`` (default 50).
     """
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._patched: list[tuple[type, str]] = []
-        self._routes: list[str] = []
+    # Class-level on purpose: BaseInstrumentor is a singleton, but Python runs __init__ again on
+    # every ``SSEInstrumentor()``, which would forget what is patched. Rebound, never mutated
+    # in place, so instances never share a list by accident.
+    _patched: tuple[tuple[type, str], ...] = ()
+    _routes: tuple[str, ...] = ()
 
     def instrumentation_dependencies(self) -> Collection[str]:
         # Any one of the clients is enough, which a list of requirements cannot say; the
@@ -101,7 +102,7 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     ) -> None:
         for route in routes:
             register_route(route.name, route.adapter, matches=route.matches, replace=True)
-            self._routes.append(route.name)
+            self._routes = (*self._routes, route.name)
         settings = Settings(
             Telemetry(tracer_provider, meter_provider, max_model_names=max_model_names),
             limits or Limits(),
@@ -116,14 +117,15 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 continue
             owner = getattr(module, class_name)
             wrapt.wrap_function_wrapper(owner, method, make_wrapper(settings))
-            self._patched.append((owner, method))
+            self._patched = (*self._patched, (owner, method))
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        while self._patched:
-            owner, method = self._patched.pop()
+        patched, self._patched = self._patched, ()
+        for owner, method in reversed(patched):
             unwrap(owner, method)
-        while self._routes:
-            unregister_route(self._routes.pop())
+        routes, self._routes = self._routes, ()
+        for name in routes:
+            unregister_route(name)
 
 
 def _excluded_urls(option: str | Iterable[str] | None) -> re.Pattern[str] | None:

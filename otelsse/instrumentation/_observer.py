@@ -23,7 +23,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span
 
 from .. import semconv
-from ..monitor import Limits, Outcome, StreamError, StreamMonitor, stream_error
+from ..monitor import Limits, Outcome, StreamError, StreamMonitor, StreamReport, stream_error
 from ..routes import AUTO, detect_route, match_route
 from ..telemetry import MetricAttributes, Telemetry
 from ._content import ContentDecoder, UnsupportedEncoding, content_decoder
@@ -301,11 +301,26 @@ class StreamObserver:
                 report = dataclasses.replace(report, outcome=Outcome.INTERNAL_ERROR)
         except Exception as exc:
             telemetry.count_error(exc, "finish")
-            self._span.end()
-            return
+            report = _internal_error_report(self.monitor)
         try:
             telemetry.stream_ended(
                 self._span, report, self._span_attributes, self._active_attributes
             )
         except Exception as exc:
             telemetry.count_error(exc, "record")
+
+
+def _internal_error_report(monitor: StreamMonitor) -> StreamReport:
+    """What can still be said of a stream whose monitor failed: its counts, and that it failed."""
+    return StreamReport(
+        route=monitor.route, outcome=Outcome.INTERNAL_ERROR, terminal_seen=False,
+        stop_reason=None, finish_reasons=(), chunk_count=monitor.chunk_count,
+        bytes_received=monitor.bytes_received, decoded_char_count=0,
+        event_count=monitor.event_count, comment_count=0, unknown_event_count=0,
+        pending_line_chars=0, pending_event_chars=0, discarded_event=False,
+        open_accumulator_count=0, tool_call_count=0, tool_call_invalid_count=0,
+        buffer_limit_stage=None, decode_error_count=0, provider_error_code=None, error=None,
+        time_to_first_byte=None, time_to_first_event=None, max_inter_event_gap=None,
+        duration=None, provider_name=None, response_model=None, response_id=None,
+        input_tokens=None, output_tokens=None,
+    )  # fmt: skip
