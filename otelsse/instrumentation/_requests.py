@@ -48,8 +48,14 @@ class _RawTap(_Proxy):
         observer.feed(data)
 
     def _self_read(
-        self, read: Callable[..., bytes], amt: int | None, decode_content: bool | None, *more: Any
+        self,
+        read: Callable[..., bytes],
+        to_end: bool,
+        amt: int | None,
+        decode_content: bool | None,
+        *more: Any,
     ) -> bytes:
+        """One ``read``/``read1`` call; ``to_end``: this call reads the rest of the body."""
         observer = self._self_observer
         try:
             data = read(amt, decode_content, *more)
@@ -57,7 +63,7 @@ class _RawTap(_Proxy):
             observer.fail(exc)
             raise
         self._self_feed(data, decode_content)
-        if amt is None or not data or self.__wrapped__.closed:
+        if to_end or not data or self.__wrapped__.closed:
             observer.finish()
         return data
 
@@ -67,10 +73,12 @@ class _RawTap(_Proxy):
         decode_content: bool | None = None,
         cache_content: bool = False,
     ) -> bytes:
-        return self._self_read(self.__wrapped__.read, amt, decode_content, cache_content)
+        read = self.__wrapped__.read
+        return self._self_read(read, amt is None, amt, decode_content, cache_content)
 
     def read1(self, amt: int | None = None, decode_content: bool | None = None) -> bytes:
-        return self._self_read(self.__wrapped__.read1, amt, decode_content)
+        # read1() returns what has arrived, never more than one read's worth.
+        return self._self_read(self.__wrapped__.read1, False, amt, decode_content)
 
     def _self_iterate(
         self, chunks: Iterator[bytes], decode_content: bool | None
