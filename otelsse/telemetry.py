@@ -120,17 +120,16 @@ class Telemetry:
         )
 
     def stream_started(self, attributes: MetricAttributes) -> None:
-        """One more stream is being read; ``attributes`` must be given again to ``stream_ended``."""
+        """One more stream is being read; ``stream_finished`` takes the same ``attributes``."""
         self._active.add(1, attributes)
 
-    def stream_ended(
-        self,
-        span: Span,
-        report: StreamReport,
-        span_attributes: Mapping[str, Any],
-        active_attributes: MetricAttributes | None,
+    def stream_finished(self, attributes: MetricAttributes) -> None:
+        self._active.add(-1, attributes)
+
+    def end_span(
+        self, span: Span, report: StreamReport, span_attributes: Mapping[str, Any]
     ) -> None:
-        """Finish the span (attributes and status before ``end()``) and record the metric points."""
+        """Set the report's attributes and the status, then end the span (always)."""
         try:
             if span.is_recording():
                 span.set_attributes({**report.to_attributes(), **span_attributes})
@@ -139,11 +138,9 @@ class Telemetry:
                     span.set_status(Status(StatusCode.ERROR, report.outcome.value))
         finally:
             span.end()
-        if active_attributes is not None:
-            self._active.add(-1, active_attributes)
-        self.record_metrics(report, span_attributes.get(semconv.SERVER_ADDRESS))
 
     def record_metrics(self, report: StreamReport, server_address: str | None) -> None:
+        """The metric points of one finished stream."""
         s = semconv
         series: MetricAttributes = {s.ROUTE: report.route}
         if server_address is not None:

@@ -49,7 +49,8 @@ def sdk() -> SDK:
 def record(sdk: SDK, report: StreamReport, **options: int) -> Telemetry:
     telemetry = Telemetry(sdk.tracer_provider, sdk.meter_provider, **options)
     span = telemetry.start_span({})
-    telemetry.stream_ended(span, report, {semconv.SERVER_ADDRESS: "127.0.0.1"}, None)
+    telemetry.end_span(span, report, {semconv.SERVER_ADDRESS: "127.0.0.1"})
+    telemetry.record_metrics(report, "127.0.0.1")
     return telemetry
 
 
@@ -132,7 +133,7 @@ def test_model_names_and_stop_reasons_are_capped(sdk: SDK) -> None:
     )
     for model, reason in (("a", "stop"), ("b", "other"), ("c", "stop"), ("a", "x" * 100)):
         report = report_of(chat_body(model, reason))
-        telemetry.stream_ended(telemetry.start_span({}), report, {}, None)
+        telemetry.record_metrics(report, None)
     points = [p for p in sdk.points(semconv.STREAMS.name) if p.value]
     assert {p.attributes[semconv.GEN_AI_RESPONSE_MODEL] for p in points} == {"a", "b", OTHER}
     assert {p.attributes[semconv.STOP_REASON] for p in points} == {"stop", OTHER}
@@ -149,7 +150,7 @@ def test_active_streams_go_up_and_down_with_the_same_attributes(sdk: SDK) -> Non
     active = {semconv.ROUTE: "openai.chat_completions", semconv.SERVER_ADDRESS: "h"}
     telemetry.stream_started(active)
     assert sdk.active_streams() == 1
-    telemetry.stream_ended(telemetry.start_span({}), report_of(chat_body()), {}, active)
+    telemetry.stream_finished(active)
     assert sdk.active_streams() == 0
 
 

@@ -302,12 +302,25 @@ class StreamObserver:
         except Exception as exc:
             telemetry.count_error(exc, "finish")
             report = _internal_error_report(self.monitor)
+        # Three independent steps, so that one failing cannot leave a span open or a stream
+        # counted as active forever.
+        span = self._span
         try:
-            telemetry.stream_ended(
-                self._span, report, self._span_attributes, self._active_attributes
-            )
+            telemetry.end_span(span, report, self._span_attributes)
         except Exception as exc:
-            telemetry.count_error(exc, "record")
+            telemetry.count_error(exc, "end_span")
+            if span.is_recording():
+                span.set_attribute(semconv.OUTCOME, Outcome.INTERNAL_ERROR.value)
+                span.end()
+        if self._active_attributes is not None:
+            try:
+                telemetry.stream_finished(self._active_attributes)
+            except Exception as exc:
+                telemetry.count_error(exc, "stream_finished")
+        try:
+            telemetry.record_metrics(report, self._span_attributes.get(semconv.SERVER_ADDRESS))
+        except Exception as exc:
+            telemetry.count_error(exc, "record_metrics")
 
 
 def _internal_error_report(monitor: StreamMonitor) -> StreamReport:

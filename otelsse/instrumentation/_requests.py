@@ -120,6 +120,14 @@ class _RawTap(_Proxy):
         if buffer:
             yield b"".join(buffer)
 
+    def __enter__(self) -> _RawTap:
+        # The proxy's own __enter__ would hand out the unwrapped response, bypassing the tap.
+        self.__wrapped__.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def close(self) -> None:
         try:
             self.__wrapped__.close()

@@ -1,0 +1,944 @@
+"""The instrumentation's lifecycle, transparency, identity and containment, over real HTTP.
+
+Every test starts ``SSEServer`` (tests/_server.py, raw sockets on 127.0.0.1) serving a recorded
+OpenAI chat stream on ``/v1/chat/completions`` and reads it with ``"stream": true`` through each
+of the five clients (httpx, httpx2, each sync and async, and requests), instrumented by the
+``otel`` fixture against a real OpenTelemetry SDK with in-memory exporters. The application side
+is written the way applications are: ``for``/``async for`` over the body, ``with``/``async with``,
+``close()``, ``break``, exceptions, task cancellation, dropping the response.
+
+What it proves:
+
+- Lifecycle: every way a stream can end (EOF, ``close()``, ``with`` exit, an application error,
+  cancellation, garbage collection, a cut connection, a read timeout) ends the ``otelsse.stream``
+  span exactly once (one exported span and no SDK "ended span" warning) with the right outcome
+  and status, and ``otelsse.streams.active`` returns to 0. The span is checked at the moment it
+  must already have ended (e.g. right after ``close()`` while the iterator is still alive), so a
+  later end by garbage collection cannot make a test pass.
+- Transparency: same response type, same stream types (``isinstance``), headers, status, request,
+  context managers; no read-ahead (a held body and ``bytes_received`` prove otelsse saw only what
+  the application read); the application's span stays current while it iterates.
+- Identity: Hypothesis draws server write sizes, framings and application read sizes; the chunks
+  the application receives are the same with and without otelsse (a real uninstrumented run
+  against the same server first).
+- Containment: with the monitor or the telemetry made to fail, the application's bytes and
+  exceptions are unchanged, the failure is counted and logged once, and the span still ends once.
+
+Baselines come from really uninstrumenting (``otelsse.uninstrument()``, checked to leave no
+wrapper) and instrumenting again; every test starts with each client method wrapped exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+import requests
+import urllib3
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
+
+import otelsse
+from otelsse import semconv
+from otelsse.monitor import StreamMonitor
+from otelsse.telemetry import Telemetry as OtelsseTelemetry
+from tests._fixtures import SHARED_FIXTURES
+from tests._otel import Telemetry
+from tests._server import Reply, SSEServer
+
+PATH = "/v1/chat/completions"
+BODY = (SHARED_FIXTURES / "real" / "openai-chat-text.sse").read_bytes()
+#: Where the first event ends: a hold or a stall there leaves a well-formed, unfinished stream.
+FIRST_EVENT_END = BODY.index(b"\n\n") + 2
+PIECE = 300
+REQUEST_JSON = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+#: Bound for waiting on something that has already been set in motion.
+EVENT_WAIT = 10.0
+#: The client's read timeout where the server stalls on purpose (as in test_reader.py).
+STALL_TIMEOUT = 1.5
+#: Upper bound for reading a stream that is not supposed to stall.
+READ_TIMEOUT = 10.0
+
+
+# --------------------------------------------------------------------------------------------
+# The five clients, as an application uses them
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Client:
+    library: str  # "httpx", "httpx2" or "requests"
+    is_async: bool = False
+
+    @property
+    def module(self) -> Any:
+        return {"httpx": httpx, "httpx2": httpx2, "requests": requests}[self.library]
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        """The ways this client's application reads a body in pieces of a chosen size."""
+        if self.library == "requests":
+            return ("iter_content", "raw.read")
+        return ("iter_raw", "iter_bytes")
+
+    def __str__(self) -> str:
+        return f"{self.library}-async" if self.is_async else self.library
+
+
+CLIENTS = [
+    Client("httpx"),
+    Client("httpx", is_async=True),
+    Client("httpx2"),
+    Client("httpx2", is_async=True),
+    Client("requests"),
+]
+ASYNC_CLIENTS = [c for c in CLIENTS if c.is_async]
+each_client = pytest.mark.parametrize("client", CLIENTS, ids=str)
+
+
+class SyncHttp:
+    """A sync session (httpx/httpx2 ``Client`` or requests ``Session``) and the ways to read."""
+
+    def __init__(self, client: Client, read_timeout: float) -> None:
+        self.client = client
+        self.read_timeout = read_timeout
+        self._exit = contextlib.ExitStack()
+        self.session: Any = None
+
+    def __enter__(self) -> SyncHttp:
+        module = self.client.module
+        if self.client.library == "requests":
+            self.session = self._exit.enter_context(requests.Session())
+        else:
+            timeout = module.Timeout(READ_TIMEOUT, read=self.read_timeout)
+            self.session = self._exit.enter_context(module.Client(timeout=timeout))
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._exit.close()
+
+    def send(self, url: str) -> Any:
+        """A streaming response the application manages itself (no ``with``)."""
+        if self.client.library == "requests":
+            timeout = (READ_TIMEOUT, self.read_timeout)
+            return self.session.post(url, json=REQUEST_JSON, stream=True, timeout=timeout)
+        request = self.session.build_request("POST", url, json=REQUEST_JSON)
+        return self.session.send(request, stream=True)
+
+    def stream(self, url: str) -> contextlib.AbstractContextManager[Any]:
+        """The client's own context manager around a streaming response."""
+        if self.client.library == "requests":
+            return self.send(url)  # type: ignore[no-any-return]  # a Response is one
+        return self.session.stream("POST", url, json=REQUEST_JSON)  # type: ignore[no-any-return]
+
+    def chunks(self, response: Any, mode: str | None = None, size: int | None = None) -> Any:
+        """The body as the application iterates it (network-sized pieces by default)."""
+        mode = mode or self.client.modes[0]
+        if mode == "raw.read":
+            return iter(lambda: response.raw.read(size), b"")
+        return getattr(response, mode)(size)
+
+
+class AsyncHttp:
+    """The async twin of ``SyncHttp`` (httpx/httpx2 ``AsyncClient``)."""
+
+    def __init__(self, client: Client, read_timeout: float) -> None:
+        self.client = client
+        self.read_timeout = read_timeout
+
+    async def __aenter__(self) -> AsyncHttp:
+        module = self.client.module
+        timeout = module.Timeout(READ_TIMEOUT, read=self.read_timeout)
+        self.session = module.AsyncClient(timeout=timeout)
+        await self.session.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.session.__aexit__(None, None, None)
+
+    async def send(self, url: str) -> Any:
+        request = self.session.build_request("POST", url, json=REQUEST_JSON)
+        return await self.session.send(request, stream=True)
+
+    def stream(self, url: str) -> contextlib.AbstractAsyncContextManager[Any]:
+        return self.session.stream("POST", url, json=REQUEST_JSON)  # type: ignore[no-any-return]
+
+    def chunks(self, response: Any, mode: str | None = None, size: int | None = None) -> Any:
+        return getattr(response, "a" + (mode or self.client.modes[0]))(size)
+
+
+@dataclass(frozen=True)
+class App:
+    """One application behaviour, in its sync and its async dialect."""
+
+    sync: Callable[..., Any]
+    async_: Callable[..., Awaitable[Any]]
+
+
+def run(client: Client, app: App, *args: Any, read_timeout: float = READ_TIMEOUT) -> Any:
+    """Run ``app`` with a fresh session of ``client``; return what it returns."""
+    if client.is_async:
+
+        async def main() -> Any:
+            async with AsyncHttp(client, read_timeout) as http:
+                return await app.async_(http, *args)
+
+        return asyncio.run(main())
+    with SyncHttp(client, read_timeout) as http:
+        return app.sync(http, *args)
+
+
+@dataclass(frozen=True)
+class Read:
+    """What the application got: its chunks, and the exception reading ended with."""
+
+    chunks: tuple[bytes, ...]
+    error: tuple[type[BaseException], str] | None
+
+    @property
+    def data(self) -> bytes:
+        return b"".join(self.chunks)
+
+    @property
+    def seen(self) -> tuple[bytes, tuple[type[BaseException], str] | None]:
+        """The bytes and the error, without network-sized chunk boundaries (they vary)."""
+        return self.data, self.error
+
+
+def _read_sync(http: SyncHttp, url: str, mode: str | None = None, size: int | None = None) -> Read:
+    chunks: list[bytes] = []
+    try:
+        with http.stream(url) as response:
+            for chunk in http.chunks(response, mode, size):
+                chunks.append(chunk)
+    except Exception as exc:
+        return Read(tuple(chunks), (type(exc), str(exc)))
+    return Read(tuple(chunks), None)
+
+
+async def _read_async(
+    http: AsyncHttp, url: str, mode: str | None = None, size: int | None = None
+) -> Read:
+    chunks: list[bytes] = []
+    try:
+        async with http.stream(url) as response:
+            async for chunk in http.chunks(response, mode, size):
+                chunks.append(chunk)
+    except Exception as exc:
+        return Read(tuple(chunks), (type(exc), str(exc)))
+    return Read(tuple(chunks), None)
+
+
+#: Read the whole body inside the client's context manager; record how reading ended.
+READ = App(_read_sync, _read_async)
+
+
+# --------------------------------------------------------------------------------------------
+# What was exported
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def server() -> Iterator[SSEServer]:
+    with SSEServer() as srv:
+        yield srv
+
+
+#: What ``instrument()`` patches; ``uninstrument()`` must put each back.
+PATCHED = [
+    (httpx.Client, "send"),
+    (httpx.AsyncClient, "send"),
+    (httpx2.Client, "send"),
+    (httpx2.AsyncClient, "send"),
+    (requests.Session, "request"),
+]
+
+
+def wrapping_depths() -> list[int]:
+    """How many wrappers sit on each patched method (a wrapper exposes ``__wrapped__``)."""
+    depths = []
+    for owner, name in PATCHED:
+        depth, attribute = 0, vars(owner)[name]
+        while hasattr(attribute, "__wrapped__"):
+            depth, attribute = depth + 1, attribute.__wrapped__
+        depths.append(depth)
+    return depths
+
+
+@pytest.fixture(autouse=True)
+def instrumented_once(otel: Telemetry) -> None:
+    """Each test starts with every client method wrapped exactly once.
+
+    A wrapper left by an earlier test's ``uninstrument()`` would add a span, a tap and an SDK
+    warning per request, and stack up test after test; fail at once instead.
+    """
+    assert wrapping_depths() == [1] * len(PATCHED), "uninstrument() left wrappers behind"
+
+
+@contextlib.contextmanager
+def uninstrumented(otel: Telemetry) -> Iterator[None]:
+    """Run the same application without otelsse (the baseline), then instrument again."""
+    otelsse.uninstrument()
+    # Checked before re-instrumenting, which would otherwise stack a second wrapper.
+    assert wrapping_depths() == [0] * len(PATCHED), "uninstrument() left the clients wrapped"
+    try:
+        yield
+    finally:
+        otel.install()
+    assert not otel.spans(), "the baseline run was observed: otelsse was still on"
+
+
+def sdk_trace_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """What the SDK's tracer complained about, e.g. "Calling end() on an ended span"."""
+    return [
+        record.getMessage()
+        for record in caplog.records
+        if record.name.startswith("opentelemetry.sdk.trace") and record.levelno >= logging.WARNING
+    ]
+
+
+def outcome(span: ReadableSpan) -> str:
+    return str((span.attributes or {}).get(semconv.OUTCOME))
+
+
+def ended_once(otel: Telemetry, expected: str) -> ReadableSpan:
+    """The one ended stream span, with ``expected`` outcome and the status it implies."""
+    span = otel.stream_span()
+    assert outcome(span) == expected
+    status = StatusCode.ERROR if expected in semconv.ERROR_OUTCOMES else StatusCode.UNSET
+    assert span.status.status_code is status
+    assert otel.active_streams() == 0
+    return span
+
+
+def opened(otel: Telemetry) -> None:
+    """The headers are in and the body is not finished: one active stream, no span ended."""
+    assert otel.active_streams() == 1
+    assert not otel.spans()
+
+
+async def until(predicate: Callable[[], object]) -> None:
+    """Let the event loop run until ``predicate()`` holds (bounded; the caller asserts)."""
+    deadline = time.monotonic() + EVENT_WAIT
+    while not predicate() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+
+
+# --------------------------------------------------------------------------------------------
+# 1. Lifecycle: every end ends the span exactly once
+# --------------------------------------------------------------------------------------------
+
+
+def _exhaust_then_close_sync(http: SyncHttp, url: str, otel: Telemetry) -> bytes:
+    response = http.send(url)
+    opened(otel)
+    data = b"".join(http.chunks(response))
+    ended_once(otel, "complete")  # EOF itself ends it, before any close()
+    response.close()
+    response.close()
+    return data
+
+
+async def _exhaust_then_close_async(http: AsyncHttp, url: str, otel: Telemetry) -> bytes:
+    response = await http.send(url)
+    opened(otel)
+    data = b"".join([chunk async for chunk in http.chunks(response)])
+    ended_once(otel, "complete")
+    await response.aclose()
+    await response.aclose()
+    return data
+
+
+def _exhaust_in_with_sync(http: SyncHttp, url: str, otel: Telemetry) -> bytes:
+    with http.stream(url) as response:
+        opened(otel)
+        data = b"".join(http.chunks(response))
+        ended_once(otel, "complete")
+    return data
+
+
+async def _exhaust_in_with_async(http: AsyncHttp, url: str, otel: Telemetry) -> bytes:
+    async with http.stream(url) as response:
+        opened(otel)
+        data = b"".join([chunk async for chunk in http.chunks(response)])
+        ended_once(otel, "complete")
+    return data
+
+
+def _close_early_sync(http: SyncHttp, url: str, otel: Telemetry) -> bytes:
+    response = http.send(url)
+    opened(otel)
+    chunks = http.chunks(response)
+    first: bytes = next(chunks)
+    response.close()
+    ended_once(otel, "cancelled")  # by close() itself: ``chunks`` is still alive
+    del chunks
+    return first
+
+
+async def _close_early_async(http: AsyncHttp, url: str, otel: Telemetry) -> bytes:
+    response = await http.send(url)
+    opened(otel)
+    chunks = http.chunks(response)
+    first: bytes = await chunks.__anext__()
+    await response.aclose()
+    ended_once(otel, "cancelled")
+    await chunks.aclose()
+    return first
+
+
+def _break_in_with_sync(http: SyncHttp, url: str, otel: Telemetry) -> bytes:
+    with http.stream(url) as response:
+        opened(otel)
+        chunks = http.chunks(response)
+        for chunk in chunks:
+            first: bytes = chunk
+            break
+    ended_once(otel, "cancelled")  # by the ``with`` exit: ``chunks`` is still alive
+    del chunks
+    return first
+
+
+async def _break_in_with_async(http: AsyncHttp, url: str, otel: Telemetry) -> bytes:
+    async with http.stream(url) as response:
+        opened(otel)
+        chunks = http.chunks(response)
+        async for chunk in chunks:
+            first: bytes = chunk
+            break
+    ended_once(otel, "cancelled")
+    await chunks.aclose()
+    return first
+
+
+class AppError(Exception):
+    """The application's own failure inside its loop."""
+
+
+def _raise_in_loop_sync(http: SyncHttp, url: str, otel: Telemetry) -> bytes:
+    error = AppError("the application gave up")
+
+    def app() -> None:
+        with http.stream(url) as response:
+            opened(otel)
+            for _ in http.chunks(response):
+                raise error
+
+    with pytest.raises(AppError) as caught:
+        app()
+    assert caught.value is error  # unchanged: not wrapped or replaced
+    ended_once(otel, "cancelled")  # while the exception (and its traceback) is still alive
+    return b""
+
+
+async def _raise_in_loop_async(http: AsyncHttp, url: str, otel: Telemetry) -> bytes:
+    error = AppError("the application gave up")
+
+    async def app() -> None:
+        async with http.stream(url) as response:
+            opened(otel)
+            async for _ in http.chunks(response):
+                raise error
+
+    with pytest.raises(AppError) as caught:
+        await app()
+    assert caught.value is error
+    ended_once(otel, "cancelled")
+    return b""
+
+
+#: Each case, and whether the application reads to EOF (else it stops at its first chunk).
+LIFECYCLE = {
+    "exhaust-then-close-twice": (App(_exhaust_then_close_sync, _exhaust_then_close_async), True),
+    "exhaust-in-with": (App(_exhaust_in_with_sync, _exhaust_in_with_async), True),
+    "close-before-eof": (App(_close_early_sync, _close_early_async), False),
+    "with-and-break": (App(_break_in_with_sync, _break_in_with_async), False),
+    "app-exception-in-loop": (App(_raise_in_loop_sync, _raise_in_loop_async), False),
+}
+
+
+def held_after_first_event(to_eof: bool) -> int | None:
+    """``hold_at`` for a stream the application stops early: its first chunk can then never
+    hold the whole body (and the terminal event), however late the client gets to read."""
+    return None if to_eof else FIRST_EVENT_END
+
+
+@each_client
+@pytest.mark.parametrize("case", list(LIFECYCLE))
+def test_each_way_of_ending_ends_the_span_exactly_once(
+    otel: Telemetry,
+    server: SSEServer,
+    caplog: pytest.LogCaptureFixture,
+    client: Client,
+    case: str,
+) -> None:
+    app, to_eof = LIFECYCLE[case]
+    url = server.route(PATH, Reply(BODY, piece=PIECE, hold_at=held_after_first_event(to_eof)))
+
+    data = run(client, app, url, otel)
+
+    if to_eof:
+        assert data == BODY
+    else:  # what the application read before it stopped: a prefix of the first event
+        assert BODY[:FIRST_EVENT_END].startswith(data)
+    gc.collect()  # whatever the application left behind is gone: still the one span
+    ended_once(otel, "complete" if to_eof else "cancelled")
+    assert sdk_trace_warnings(caplog) == []
+
+
+def _abandon_sync(http: SyncHttp, url: str, otel: Telemetry, read: int, expected: str) -> None:
+    response = http.send(url)
+    opened(otel)
+    if read:
+        chunks = http.chunks(response)
+        got = 0
+        for chunk in chunks:
+            got += len(chunk)
+            if got >= read:  # stop before EOF: the next read would be the end of the body
+                break
+        del chunks, chunk
+    del response
+    gc.collect()
+    ended_once(otel, expected)  # by collection itself, while the client is still open
+
+
+async def _abandon_async(
+    http: AsyncHttp, url: str, otel: Telemetry, read: int, expected: str
+) -> None:
+    response = await http.send(url)
+    opened(otel)
+    if read:
+        chunks = http.chunks(response)
+        got = 0
+        async for chunk in chunks:
+            got += len(chunk)
+            if got >= read:
+                break
+        del chunks, chunk
+    del response
+    gc.collect()
+    # The loop finalizes an abandoned async generator by scheduling its aclose(): let it run.
+    await until(otel.spans)
+    ended_once(otel, expected)
+
+
+@each_client
+@pytest.mark.parametrize(
+    ("read", "expected"),
+    [(0, "cancelled"), (1, "cancelled"), (len(BODY), "complete")],
+    ids=["unread", "part-read", "terminal-read-but-not-eof"],
+)
+def test_an_abandoned_response_ends_its_span_when_collected(
+    otel: Telemetry,
+    server: SSEServer,
+    caplog: pytest.LogCaptureFixture,
+    client: Client,
+    read: int,
+    expected: str,
+) -> None:
+    hold_at = held_after_first_event(read == len(BODY))
+    url = server.route(PATH, Reply(BODY, piece=PIECE, hold_at=hold_at))
+
+    run(client, App(_abandon_sync, _abandon_async), url, otel, read, expected)
+
+    ended_once(otel, expected)  # and closing the client did not end anything again
+    assert sdk_trace_warnings(caplog) == []
+
+
+@pytest.mark.parametrize("client", ASYNC_CLIENTS, ids=str)
+def test_cancelling_the_task_that_awaits_the_next_chunk_ends_the_span_once(
+    otel: Telemetry, server: SSEServer, caplog: pytest.LogCaptureFixture, client: Client
+) -> None:
+    url = server.route(PATH, Reply(BODY, piece=PIECE, hold_at=FIRST_EVENT_END))
+
+    async def main() -> None:
+        async with AsyncHttp(client, READ_TIMEOUT) as http:
+            await cancel_while_reading(http)
+
+    async def cancel_while_reading(http: AsyncHttp) -> None:
+        response = await http.send(url)
+        everything_before_the_hold = asyncio.Event()
+
+        async def consume() -> None:
+            got = 0
+            async for chunk in http.chunks(response):
+                got += len(chunk)
+                if got == FIRST_EVENT_END:
+                    # No await until the next read, which waits on the held body: when the
+                    # test runs again, this task is parked inside that read.
+                    everything_before_the_hold.set()
+
+        task = asyncio.create_task(consume())
+        await everything_before_the_hold.wait()
+        assert await asyncio.to_thread(server.held.wait, EVENT_WAIT)
+        opened(otel)  # measured while the server holds the body
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert task.cancelled()
+        ended_once(otel, "cancelled")
+        await response.aclose()  # the application's own close afterwards: still once
+
+    asyncio.run(main())
+
+    ended_once(otel, "cancelled")
+    assert sdk_trace_warnings(caplog) == []
+
+
+def _cut(body: bytes) -> int:
+    """A cut in the middle of ``body`` on a piece boundary, after at least one event."""
+    return max(FIRST_EVENT_END, len(body) // 2) // PIECE * PIECE
+
+
+@each_client
+def test_a_transport_error_is_truncated_and_reaches_the_app_unchanged(
+    otel: Telemetry, server: SSEServer, caplog: pytest.LogCaptureFixture, client: Client
+) -> None:
+    cut = _cut(BODY)
+    url = server.route(PATH, Reply(BODY, piece=PIECE, cut=cut))
+    with uninstrumented(otel):
+        baseline = run(client, READ, url)
+
+    observed = run(client, READ, url)
+
+    assert baseline.error is not None  # the cut really failed the read
+    assert observed.seen == baseline.seen  # same bytes, same exception type and message
+    span = ended_once(otel, "truncated")
+    assert (span.attributes or {})[semconv.BYTES_RECEIVED] == len(observed.data)
+    assert sdk_trace_warnings(caplog) == []
+
+
+#: What the application gets when the read deadline fires (requests wraps urllib3's error).
+READ_TIMEOUTS: dict[str, type[BaseException]] = {
+    "httpx": httpx.ReadTimeout,
+    "httpx2": httpx2.ReadTimeout,
+    "requests": requests.exceptions.ConnectionError,
+}
+
+
+@each_client
+def test_a_read_timeout_on_a_stall_is_a_timeout(
+    otel: Telemetry, server: SSEServer, caplog: pytest.LogCaptureFixture, client: Client
+) -> None:
+    url = server.route(PATH, Reply(BODY, cut=FIRST_EVENT_END, after_cut="stall"))
+
+    observed = run(client, READ, url, read_timeout=STALL_TIMEOUT)
+
+    assert server.stalled.is_set()
+    assert observed.data == BODY[:FIRST_EVENT_END]
+    assert observed.error is not None
+    assert observed.error[0] is READ_TIMEOUTS[client.library]
+    ended_once(otel, "timeout")
+    assert sdk_trace_warnings(caplog) == []
+
+
+# --------------------------------------------------------------------------------------------
+# 2. Transparency
+# --------------------------------------------------------------------------------------------
+
+
+def describe(client: Client, response: Any) -> dict[str, Any]:
+    """What the application can see of a response before reading its body."""
+    if client.library == "requests":
+        body_is = isinstance(response.raw, urllib3.response.HTTPResponse)
+        raw_is_io = response.raw.readable()
+    else:
+        stream_type = (
+            client.module.AsyncByteStream if client.is_async else client.module.SyncByteStream
+        )
+        body_is = isinstance(response.stream, stream_type)
+        raw_is_io = None
+    return {
+        "type": type(response),
+        "body stream isinstance": body_is,
+        "raw readable": raw_is_io,
+        "status": response.status_code,
+        "headers": sorted((k.lower(), v) for k, v in response.headers.items()),
+        "request": (response.request.method, str(response.request.url)),
+    }
+
+
+def _describe_sync(http: SyncHttp, url: str) -> tuple[dict[str, Any], bytes]:
+    with http.stream(url) as response:
+        seen = describe(http.client, response)
+        return seen, b"".join(http.chunks(response))
+
+
+async def _describe_async(http: AsyncHttp, url: str) -> tuple[dict[str, Any], bytes]:
+    async with http.stream(url) as response:
+        seen = describe(http.client, response)
+        return seen, b"".join([chunk async for chunk in http.chunks(response)])
+
+
+@each_client
+def test_the_response_keeps_its_type_stream_type_headers_and_request(
+    otel: Telemetry, server: SSEServer, client: Client
+) -> None:
+    url = server.route(PATH, Reply(BODY, piece=PIECE, headers=(("x-request-id", "req-1"),)))
+    app = App(_describe_sync, _describe_async)
+    with uninstrumented(otel):
+        baseline = run(client, app, url)
+
+    seen, data = run(client, app, url)
+
+    assert (seen, data) == baseline
+    assert seen["type"] is client.module.Response
+    assert seen["body stream isinstance"] is True
+    assert seen["status"] == 200
+    assert ("content-type", "text/event-stream") in seen["headers"]
+    assert seen["request"] == ("POST", url)
+    ended_once(otel, "complete")  # the tap was in place all along
+
+
+def test_uninstrument_takes_otelsse_out_and_instrument_puts_it_back_once(
+    otel: Telemetry, server: SSEServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The baselines in this module rely on it: ``otelsse.uninstrument()`` (as the ``otel``
+    fixture calls it after every test) unwraps every method, and instrumenting again wraps each
+    once, so a stream makes exactly one span and no wrapper of an earlier test is left."""
+    url = server.route(PATH, Reply(BODY, piece=PIECE))
+    with uninstrumented(otel):  # which asserts that nothing is wrapped and no span is made
+        for client in CLIENTS:
+            baseline = run(client, READ, url)
+            assert baseline.seen == (BODY, None)
+
+    assert wrapping_depths() == [1] * len(PATCHED)  # wrapped again, once
+    for client in CLIENTS:
+        assert run(client, READ, url).data == BODY
+    assert [outcome(span) for span in otel.spans()] == ["complete"] * len(CLIENTS)
+    assert sdk_trace_warnings(caplog) == []
+
+
+def test_a_requests_raw_body_used_as_a_context_manager_is_still_observed(
+    otel: Telemetry, server: SSEServer
+) -> None:
+    """urllib3's ``HTTPResponse`` is an ``io.IOBase``: ``with response.raw as raw`` is valid."""
+    url = server.route(PATH, Reply(BODY, piece=PIECE))
+
+    with (
+        requests.post(url, json=REQUEST_JSON, stream=True, timeout=READ_TIMEOUT) as response,
+        response.raw as raw,
+    ):
+        assert isinstance(raw, urllib3.response.HTTPResponse)
+        data = raw.read()
+
+    assert data == BODY
+    span = ended_once(otel, "complete")
+    assert (span.attributes or {})[semconv.BYTES_RECEIVED] == len(BODY)
+
+
+def _first_read_sync(http: SyncHttp, url: str, server: SSEServer, otel: Telemetry, n: int) -> bytes:
+    response = http.send(url)  # returns with the headers while the server holds the body
+    assert server.held.wait(EVENT_WAIT)
+    assert not server.release.is_set()
+    opened(otel)  # measured while held
+    data = next(http.chunks(response)) if n else b""
+    response.close()
+    return data
+
+
+async def _first_read_async(
+    http: AsyncHttp, url: str, server: SSEServer, otel: Telemetry, n: int
+) -> bytes:
+    response = await http.send(url)
+    assert await asyncio.to_thread(server.held.wait, EVENT_WAIT)
+    assert not server.release.is_set()
+    opened(otel)
+    data = await http.chunks(response).__anext__() if n else b""
+    await response.aclose()
+    return data
+
+
+@each_client
+@pytest.mark.parametrize(
+    ("hold_at", "reads"),
+    [(0, 0), (FIRST_EVENT_END, 0), (FIRST_EVENT_END, 1)],
+    ids=["body-held", "first-event-sent-unread", "first-event-sent-one-read"],
+)
+def test_otelsse_reads_nothing_the_application_did_not_read(
+    otel: Telemetry, server: SSEServer, client: Client, hold_at: int, reads: int
+) -> None:
+    """Send returns at the headers while the server holds the body (with ``hold_at=0`` a send
+    that read ahead would wait for the body); afterwards the monitor has seen exactly the bytes
+    the application read, although the first event was already in the socket."""
+    url = server.route(PATH, Reply(BODY, piece=PIECE, hold_at=hold_at))
+
+    data = run(client, App(_first_read_sync, _first_read_async), url, server, otel, reads)
+
+    assert BODY.startswith(data)  # the application's first read is the body's first bytes
+    assert bool(data) == bool(reads)
+    span = ended_once(otel, "cancelled")
+    attributes = span.attributes or {}
+    assert attributes[semconv.BYTES_RECEIVED] == len(data)
+    assert attributes[semconv.CHUNK_COUNT] == reads
+    assert len(server.received) == 1
+
+
+#: Small application reads, so the body is many iterations whatever the network does.
+CONTEXT_READ_SIZE = 100
+
+
+def _context_sync(http: SyncHttp, url: str, otel: Telemetry) -> None:
+    tracer = otel.tracer_provider.get_tracer("app")
+    before = otel_context.get_current()
+    with tracer.start_as_current_span("app") as app_span:
+        with http.stream(url) as response:
+            assert trace.get_current_span() is app_span
+            for _ in http.chunks(response, size=CONTEXT_READ_SIZE):
+                assert trace.get_current_span() is app_span
+                with tracer.start_as_current_span("inside"):
+                    pass
+        assert trace.get_current_span() is app_span
+    assert otel_context.get_current() is before
+
+
+async def _context_async(http: AsyncHttp, url: str, otel: Telemetry) -> None:
+    tracer = otel.tracer_provider.get_tracer("app")
+    before = otel_context.get_current()
+    with tracer.start_as_current_span("app") as app_span:
+        async with http.stream(url) as response:
+            assert trace.get_current_span() is app_span
+            async for _ in http.chunks(response, size=CONTEXT_READ_SIZE):
+                assert trace.get_current_span() is app_span
+                with tracer.start_as_current_span("inside"):
+                    pass
+        assert trace.get_current_span() is app_span
+    assert otel_context.get_current() is before
+
+
+@each_client
+def test_the_applications_span_stays_current_while_it_reads_the_body(
+    otel: Telemetry, server: SSEServer, client: Client
+) -> None:
+    url = server.route(PATH, Reply(BODY, piece=PIECE))
+
+    run(client, App(_context_sync, _context_async), url, otel)
+
+    stream = ended_once(otel, "complete")
+    [app] = otel.spans("app")
+    inside = otel.spans("inside")
+    assert len(inside) > len(BODY) // CONTEXT_READ_SIZE
+    assert app.context is not None
+    for span in [stream, *inside]:
+        assert span.parent is not None
+        assert span.parent.span_id == app.context.span_id
+
+
+# --------------------------------------------------------------------------------------------
+# 3. Identity under random server and application chunkings
+# --------------------------------------------------------------------------------------------
+
+
+@each_client
+@settings(
+    max_examples=25,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    piece=st.integers(1, 700),
+    framing=st.sampled_from(["chunked", "length", "close"]),
+    mode=st.sampled_from([0, 1]),
+    size=st.none() | st.integers(1, 1024),
+)
+def test_the_application_gets_the_same_chunks_with_and_without_otelsse(
+    otel: Telemetry,
+    server: SSEServer,
+    client: Client,
+    piece: int,
+    framing: str,
+    mode: int,
+    size: int | None,
+) -> None:
+    url = server.route(PATH, Reply(BODY, piece=piece, framing=framing))  # type: ignore[arg-type]
+    read_mode = client.modes[mode]
+    with uninstrumented(otel):
+        baseline = run(client, READ, url, read_mode, size)
+
+    observed = run(client, READ, url, read_mode, size)
+
+    assert baseline.error is None
+    assert baseline.data == BODY
+    if size is None:  # network-sized pieces: only the bytes are deterministic
+        assert observed.seen == (baseline.data, None)
+    else:
+        assert observed == baseline
+    ended_once(otel, "complete")
+    otel.exporter.clear()
+
+
+# --------------------------------------------------------------------------------------------
+# 4. Containment: otelsse failing never reaches the application
+# --------------------------------------------------------------------------------------------
+
+
+class InjectedFailure(Exception):
+    """Raised by the part of otelsse a test breaks on purpose."""
+
+
+def _fail(*args: Any, **kwargs: Any) -> Any:
+    raise InjectedFailure("broken on purpose")
+
+
+#: The part of otelsse to break: (owner, attribute).
+FAILURES = {
+    "monitor.feed": (StreamMonitor, "feed"),
+    "monitor.close": (StreamMonitor, "close"),
+    "telemetry.end_span": (OtelsseTelemetry, "end_span"),
+}
+#: How many streams each containment test reads: the debug log must appear once, not per stream.
+STREAMS = 2
+
+
+@each_client
+@pytest.mark.parametrize("failing", list(FAILURES))
+@pytest.mark.parametrize("body", ["complete", "cut"])
+def test_a_failure_inside_otelsse_is_contained_counted_and_logged_once(
+    otel: Telemetry,
+    server: SSEServer,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    client: Client,
+    failing: str,
+    body: str,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="otelsse")
+    reply = Reply(BODY, piece=PIECE, cut=_cut(BODY) if body == "cut" else None)
+    url = server.route(PATH, reply)
+    with uninstrumented(otel):
+        baseline = run(client, READ, url)
+    monkeypatch.setattr(*FAILURES[failing], _fail)
+
+    observed = [run(client, READ, url) for _ in range(STREAMS)]
+
+    assert (baseline.error is None) == (body == "complete")
+    # Same bytes, same exception, and nothing of otelsse's raised into the application.
+    assert [read.seen for read in observed] == [baseline.seen] * STREAMS
+    errors = otel.points(semconv.INSTRUMENTATION_ERRORS.name)
+    assert {p.attributes[semconv.ERROR_TYPE] for p in errors} == {"InjectedFailure"}
+    assert sum(p.value for p in errors) == STREAMS
+    logged = [r for r in caplog.records if r.name == "otelsse"]
+    assert len(logged) == 1, [r.getMessage() for r in logged]
+    assert logged[0].levelno == logging.DEBUG
+    assert "InjectedFailure" in logged[0].getMessage()
+    # Each stream's span is still ended, once, as internal_error, and no stream stays active.
+    assert {
+        "outcomes": [outcome(span) for span in otel.spans()],
+        "active": otel.active_streams(),
+        "sdk warnings": sdk_trace_warnings(caplog),
+    } == {"outcomes": ["internal_error"] * STREAMS, "active": 0, "sdk warnings": []}
