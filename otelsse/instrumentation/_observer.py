@@ -156,13 +156,14 @@ class Watch:
     def failed(self, error: BaseException) -> None:
         """The request raised before any response (connect error, timeout): end the span."""
         if self.span is not None:
-            StreamObserver(self, self.route or AUTO, {}, None).finish(stream_error(error))
+            observer = StreamObserver(self, self.route or AUTO, self._server_attributes())
+            observer.finish(stream_error(error))
 
     def contain(self, error: Exception) -> None:
         """otelsse itself failed around the send: count it and end the span it started."""
         self.settings.telemetry.count_error(error, "send")
         if self.span is not None and self.span.is_recording():
-            observer = StreamObserver(self, self.route or AUTO, {}, None)
+            observer = StreamObserver(self, self.route or AUTO, self._server_attributes())
             observer.broken = True
             observer.finish()
 
@@ -193,11 +194,11 @@ class Watch:
         if not sse or not 200 <= status < 300:
             # A streaming route answered with something else (an HTML 502, a JSON 429): the
             # stream failed at its headers; its body is the application's, not a stream.
-            observer = StreamObserver(self, route, span_attributes, None)
+            observer = StreamObserver(self, route, span_attributes)
             observer.monitor.flag_protocol_error("media_type" if not sse else "status")
             observer.finish(None)
             return None
-        observer = StreamObserver(self, route, span_attributes, None, active=True)
+        observer = StreamObserver(self, route, span_attributes, active=True)
         if not body_decoded:
             observer.decode_as(headers.get("content-encoding"))
         return observer
@@ -227,7 +228,6 @@ class StreamObserver:
         watch: Watch,
         route: str,
         span_attributes: dict[str, Any],
-        decode: ContentDecoder | None,
         *,
         active: bool = False,
     ) -> None:
@@ -242,7 +242,7 @@ class StreamObserver:
             route, limits=watch.settings.limits, started_at=watch.started_at
         )
         self._span_attributes = span_attributes
-        self.decode = decode
+        self.decode: ContentDecoder | None = None  # set by decode_as() for coded bodies
         self._ended = False
         self.broken = False
         self._finalizer: weakref.finalize[Any, Any] | None = None
