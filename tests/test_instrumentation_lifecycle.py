@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import socket
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -642,6 +643,31 @@ def test_a_read_timeout_on_a_stall_is_a_timeout(
     assert observed.error is not None
     assert observed.error[0] is READ_TIMEOUTS[client.library]
     ended_once(otel, "timeout")
+    assert sdk_trace_warnings(caplog) == []
+
+
+@each_client
+def test_a_request_that_fails_before_its_headers_ends_its_span_once(
+    otel: Telemetry, caplog: pytest.LogCaptureFixture, client: Client
+) -> None:
+    # A port nothing listens on: the connection is refused before any response exists.
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+    url = f"http://127.0.0.1:{port}{PATH}"
+    with uninstrumented(otel):
+        baseline = run(client, READ, url)
+
+    observed = run(client, READ, url)
+
+    assert baseline.error is not None
+    assert observed.seen == baseline.seen
+    span = ended_once(otel, "truncated")
+    attributes = span.attributes or {}
+    assert attributes[semconv.BYTES_RECEIVED] == 0
+    assert attributes[semconv.SERVER_PORT] == port
+    assert semconv.HTTP_RESPONSE_STATUS_CODE not in attributes
+    [point] = [p for p in otel.points(semconv.STREAMS.name) if p.value]
+    assert point.attributes[semconv.SERVER_ADDRESS] == "127.0.0.1"
     assert sdk_trace_warnings(caplog) == []
 
 
