@@ -36,9 +36,10 @@ class _SyncStreamTap(_Proxy):
 
     def __iter__(self) -> Iterator[bytes]:
         observer = self._self_observer
+        feed = observer.feed
         try:
             for chunk in self.__wrapped__:
-                observer.feed(chunk)
+                feed(chunk)
                 yield chunk
         except BaseException as exc:
             observer.fail(exc)
@@ -61,9 +62,10 @@ class _AsyncStreamTap(_Proxy):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         observer = self._self_observer
+        feed = observer.feed
         try:
             async for chunk in self.__wrapped__:
-                observer.feed(chunk)
+                feed(chunk)
                 yield chunk
         except BaseException as exc:
             observer.fail(exc)

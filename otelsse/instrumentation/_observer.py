@@ -254,10 +254,6 @@ class StreamObserver:
                 self._active_attributes[semconv.SERVER_ADDRESS] = address
             telemetry.stream_started(self._active_attributes)
 
-    @property
-    def ended(self) -> bool:
-        return self._ended
-
     def end_when_collected(self, response: object) -> None:
         """End as ``cancelled`` if the application drops ``response`` without closing it."""
         self._finalizer = weakref.finalize(response, self.finish, "cancelled")
