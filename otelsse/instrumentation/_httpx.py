@@ -13,9 +13,6 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import wrapt
-from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from ._observer import Settings, StreamObserver, Watch, body_asks_for_stream
 
@@ -98,58 +95,33 @@ def _body(request: Any) -> bytes | None:
         return None
 
 
-def _observe(watch: Watch, response: Any, tap: Callable[[Any, StreamObserver], object]) -> None:
-    """The response headers are in: install the tap when the body is a stream to observe."""
-    if response.is_stream_consumed:  # send(stream=False) of an unexpected stream: read already
-        observer = watch.response(response.status_code, response.headers, body_decoded=True)
-        if observer is not None:
-            observer.feed(response.content)
-            observer.finish()
-        return
-    observer = watch.response(response.status_code, response.headers, body_decoded=False)
-    if observer is not None:
-        response.stream = tap(response.stream, observer)
-        observer.end_when_collected(response)
+def _tap_sync(response: Any, observer: StreamObserver) -> None:
+    response.stream = _SyncStreamTap(response.stream, observer)
+
+
+def _tap_async(response: Any, observer: StreamObserver) -> None:
+    response.stream = _AsyncStreamTap(response.stream, observer)
 
 
 def _request_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return args[0] if args else kwargs["request"]
 
 
+def _send_kwargs(watch: Watch, kwargs: dict[str, Any]) -> dict[str, Any]:
+    # An expected stream is sent with stream=True, so the tap is in place before the body is
+    # read; for stream=False the wrapper then reads it as httpx itself would.
+    return {**kwargs, "stream": True} if watch.expects_sse else kwargs
+
+
 def sync_send_wrapper(settings: Settings) -> Callable[..., Any]:
     def send(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if not is_instrumentation_enabled():
-            return wrapped(*args, **kwargs)
-        try:
-            watch = _watch(settings, _request_of(args, kwargs))
-        except Exception as exc:
-            settings.telemetry.count_error(exc, "send")
-            watch = None
+        watch = settings.begin(_watch, _request_of(args, kwargs))
         if watch is None:
             return wrapped(*args, **kwargs)
-        if watch.span is None:
-            response = wrapped(*args, **kwargs)
-            try:
-                _observe(watch, response, _SyncStreamTap)
-            except Exception as exc:
-                watch.contain(exc)
-            return response
-        # Expected SSE: send with stream=True so the tap is in place before the body is read,
-        # then read it as httpx itself would for stream=False.
-        stream = kwargs.get("stream", False)
-        token = otel_context.attach(trace.set_span_in_context(watch.span, watch.context))
-        try:
-            response = wrapped(*args, **{**kwargs, "stream": True})
-        except BaseException as exc:
-            watch.failed(exc)
-            raise
-        finally:
-            otel_context.detach(token)
-        try:
-            _observe(watch, response, _SyncStreamTap)
-        except Exception as exc:
-            watch.contain(exc)
-        if not stream:
+        with watch:
+            response = wrapped(*args, **_send_kwargs(watch, kwargs))
+        watch.observe(response, consumed=response.is_stream_consumed, coded=True, tap=_tap_sync)
+        if watch.expects_sse and not kwargs.get("stream", False):
             try:
                 response.read()
             except BaseException:
@@ -164,36 +136,13 @@ def async_send_wrapper(settings: Settings) -> Callable[..., Any]:
     async def send(
         wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        if not is_instrumentation_enabled():
-            return await wrapped(*args, **kwargs)
-        try:
-            watch = _watch(settings, _request_of(args, kwargs))
-        except Exception as exc:
-            settings.telemetry.count_error(exc, "send")
-            watch = None
+        watch = settings.begin(_watch, _request_of(args, kwargs))
         if watch is None:
             return await wrapped(*args, **kwargs)
-        if watch.span is None:
-            response = await wrapped(*args, **kwargs)
-            try:
-                _observe(watch, response, _AsyncStreamTap)
-            except Exception as exc:
-                watch.contain(exc)
-            return response
-        stream = kwargs.get("stream", False)
-        token = otel_context.attach(trace.set_span_in_context(watch.span, watch.context))
-        try:
-            response = await wrapped(*args, **{**kwargs, "stream": True})
-        except BaseException as exc:
-            watch.failed(exc)
-            raise
-        finally:
-            otel_context.detach(token)
-        try:
-            _observe(watch, response, _AsyncStreamTap)
-        except Exception as exc:
-            watch.contain(exc)
-        if not stream:
+        with watch:
+            response = await wrapped(*args, **_send_kwargs(watch, kwargs))
+        watch.observe(response, consumed=response.is_stream_consumed, coded=True, tap=_tap_async)
+        if watch.expects_sse and not kwargs.get("stream", False):
             try:
                 await response.aread()
             except BaseException:

@@ -19,7 +19,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import Span
 
 from .. import semconv
@@ -72,6 +74,17 @@ class Settings:
     limits: Limits = dataclasses.field(default_factory=Limits)
     excluded_urls: re.Pattern[str] | None = None
 
+    def begin(self, make: Callable[..., Watch | None], *args: Any) -> Watch | None:
+        """``make(self, *args)``, the watch of a request about to be sent; None to leave the
+        request alone (instrumentation suppressed, URL excluded, or otelsse failed: counted)."""
+        if not is_instrumentation_enabled():
+            return None
+        try:
+            return make(self, *args)
+        except Exception as exc:
+            self.telemetry.count_error(exc, "send")
+            return None
+
     def watch(
         self,
         method: str,
@@ -112,6 +125,7 @@ class Watch:
     """A request otelsse may observe, from send until its response headers arrive."""
 
     __slots__ = (
+        "_token",
         "context",
         "expects_sse",
         "method",
@@ -152,6 +166,51 @@ class Watch:
             attributes[semconv.SERVER_ADDRESS] = url.host
         attributes[semconv.SERVER_PORT] = url.port or (443 if url.scheme == "https" else 80)
         return attributes
+
+    def __enter__(self) -> Watch:
+        """Around the client's send: an expected stream's span is current (so the HTTP client
+        span nests under it), and an exception before any response ends it."""
+        if self.span is not None:
+            self._token = otel_context.attach(trace.set_span_in_context(self.span, self.context))
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, _tb: object
+    ) -> None:
+        if self.span is None:
+            return
+        otel_context.detach(self._token)
+        if error is not None:
+            self.failed(error)
+
+    def observe(
+        self,
+        response: Any,
+        *,
+        consumed: bool,
+        coded: bool,
+        tap: Callable[[Any, StreamObserver], None],
+    ) -> None:
+        """The response headers are in: observe its body if it is a stream. Never raises.
+
+        ``consumed``: the client already read the whole body (``stream=False``), which is then
+        observed at once. Otherwise ``tap(response, observer)`` installs the tee; ``coded``
+        says whether the tee sees the body before content-decoding.
+        """
+        try:
+            headers = response.headers
+            decoded = consumed or not coded
+            observer = self.response(response.status_code, headers, body_decoded=decoded)
+            if observer is None:
+                return
+            if consumed:
+                observer.feed(response.content)
+                observer.finish()
+            else:
+                tap(response, observer)
+                observer.end_when_collected(response)
+        except Exception as exc:
+            self.contain(exc)
 
     def failed(self, error: BaseException) -> None:
         """The request raised before any response (connect error, timeout): end the span."""

@@ -16,9 +16,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import wrapt
-from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from ._observer import Settings, StreamObserver, Watch, body_asks_for_stream
 
@@ -141,14 +138,19 @@ class _RawTap(_Proxy):
             self._self_observer.finish("cancelled")
 
 
-def _arguments(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """``Session.request``'s arguments by name. ``requests.get()`` and friends pass them all
-    by keyword; other positional arguments are bound through the signature."""
+def _arguments(
+    wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any] | None:
+    """``Session.request``'s arguments by name; None when they do not fit its signature (then
+    requests raises its own error). ``requests.get()`` and friends pass them all by keyword."""
     if not args:
         return kwargs
     if len(args) <= 2 and "method" not in kwargs and "url" not in kwargs:
         return {**kwargs, **dict(zip(("method", "url"), args, strict=False))}
-    return dict(inspect.signature(wrapped).bind(*args, **kwargs).arguments)
+    try:
+        return dict(inspect.signature(wrapped).bind(*args, **kwargs).arguments)
+    except TypeError:
+        return None
 
 
 class _URL:
@@ -201,57 +203,27 @@ def _header(session: Any, arguments: dict[str, Any], name: str) -> str | None:
     return None
 
 
-def _observe(watch: Watch, response: Any) -> None:
-    if response.raw is None:
-        return
-    if getattr(response, "_content_consumed", False):  # stream=False: read already
-        observer = watch.response(response.status_code, response.headers, body_decoded=True)
-        if observer is not None:
-            observer.feed(response.content)
-            observer.finish()
-        return
-    observer = watch.response(response.status_code, response.headers, body_decoded=True)
-    if observer is not None:
-        coding = response.headers.get("content-encoding")
-        response.raw = _RawTap(response.raw, observer, coding)
-        observer.end_when_collected(response)
+def _tap_raw(response: Any, observer: StreamObserver) -> None:
+    coding = response.headers.get("content-encoding")
+    response.raw = _RawTap(response.raw, observer, coding)
 
 
 def request_wrapper(settings: Settings) -> Callable[..., Any]:
     def request(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if not is_instrumentation_enabled():
+        arguments = _arguments(wrapped, args, kwargs)
+        watch = None if arguments is None else settings.begin(_watch, instance, arguments)
+        if watch is None or arguments is None:
             return wrapped(*args, **kwargs)
-        try:
-            arguments = _arguments(wrapped, args, kwargs)
-            watch = _watch(settings, instance, arguments)
-        except Exception as exc:
-            settings.telemetry.count_error(exc, "send")
-            watch = None
-        if watch is None:
-            return wrapped(*args, **kwargs)
-        if watch.span is None:
-            response = wrapped(*args, **kwargs)
-            try:
-                _observe(watch, response)
-            except Exception as exc:
-                watch.contain(exc)
-            return response
+        with watch:
+            if watch.expects_sse:  # tapped before the body is read, then read as send() would
+                response = wrapped(**{**arguments, "stream": True})
+            else:
+                response = wrapped(*args, **kwargs)
+        if response.raw is not None:
+            consumed = bool(getattr(response, "_content_consumed", False))
+            watch.observe(response, consumed=consumed, coded=False, tap=_tap_raw)
         stream = arguments.get("stream")
-        if stream is None:
-            stream = instance.stream
-        token = otel_context.attach(trace.set_span_in_context(watch.span, watch.context))
-        try:
-            response = wrapped(**{**arguments, "stream": True})
-        except BaseException as exc:
-            watch.failed(exc)
-            raise
-        finally:
-            otel_context.detach(token)
-        try:
-            _observe(watch, response)
-        except Exception as exc:
-            watch.contain(exc)
-        if not stream:
+        if watch.expects_sse and not (instance.stream if stream is None else stream):
             response.content  # noqa: B018 -- what Session.send does for stream=False
         return response
 
