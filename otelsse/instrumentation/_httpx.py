@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import wrapt
 
-from ._observer import Settings, StreamObserver, Watch, body_asks_for_stream
+from ._observer import Settings, StreamObserver, Watch, body_asks_for_stream, tee
 
 __all__ = ["async_send_wrapper", "sync_send_wrapper"]
 
@@ -33,15 +33,7 @@ class _SyncStreamTap(_Proxy):
 
     def __iter__(self) -> Iterator[bytes]:
         observer = self._self_observer
-        feed = observer.feed
-        try:
-            for chunk in self.__wrapped__:
-                feed(chunk)
-                yield chunk
-        except BaseException as exc:
-            observer.fail(exc)
-            raise
-        observer.finish()
+        return tee(self.__wrapped__, observer, observer.feed)
 
     def close(self) -> None:
         try:

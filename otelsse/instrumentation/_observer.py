@@ -15,7 +15,7 @@ import dataclasses
 import re
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 from opentelemetry import context as otel_context
@@ -30,7 +30,7 @@ from ..routes import AUTO, detect_route, match_route
 from ..telemetry import MetricAttributes, Telemetry
 from ._content import ContentDecoder, UnsupportedEncoding, content_decoder
 
-__all__ = ["URL", "Settings", "StreamObserver", "Watch", "body_asks_for_stream"]
+__all__ = ["URL", "Settings", "StreamObserver", "Watch", "body_asks_for_stream", "tee"]
 
 _STREAM_TRUE = re.compile(rb'"stream"\s*:\s*true')
 _MAX_REQUEST_ID_CHARS = 128
@@ -392,3 +392,18 @@ def _internal_error_report(monitor: StreamMonitor) -> StreamReport:
         duration=None, provider_name=None, response_model=None, response_id=None,
         input_tokens=None, output_tokens=None,
     )  # fmt: skip
+
+
+def tee(
+    chunks: Iterable[bytes], observer: StreamObserver, feed: Callable[[bytes], None]
+) -> Iterator[bytes]:
+    """``chunks`` unchanged, each given to ``feed`` as the application takes it; the stream
+    ends at their end or with the exception that ended them (re-raised as it was)."""
+    try:
+        for chunk in chunks:
+            feed(chunk)
+            yield chunk
+    except BaseException as exc:
+        observer.fail(exc)
+        raise
+    observer.finish()

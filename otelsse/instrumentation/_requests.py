@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import wrapt
 
-from ._observer import Settings, StreamObserver, Watch, body_asks_for_stream
+from ._observer import Settings, StreamObserver, Watch, body_asks_for_stream, tee
 
 __all__ = ["request_wrapper"]
 
@@ -80,15 +81,9 @@ class _RawTap(_Proxy):
     def _self_iterate(
         self, chunks: Iterator[bytes], decode_content: bool | None
     ) -> Iterator[bytes]:
-        observer = self._self_observer
-        try:
-            for chunk in chunks:
-                self._self_feed(chunk, decode_content)
-                yield chunk
-        except BaseException as exc:
-            observer.fail(exc)
-            raise
-        observer.finish()
+        return tee(
+            chunks, self._self_observer, partial(self._self_feed, decode_content=decode_content)
+        )
 
     def stream(
         self, amt: int | None = 2**16, decode_content: bool | None = None
