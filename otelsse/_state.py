@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import semconv
 from ._json import JSONDecodeError, loads
 
 __all__ = ["StreamState", "ToolCall"]
@@ -188,7 +189,8 @@ class StreamState:
     def provider_error(self, code: Any) -> None:
         self.provider_error_seen = True
         if self.error_code is None and isinstance(code, (str, int)) and not isinstance(code, bool):
-            self.error_code = str(code)
+            # A code is an identifier; anything longer is cut, as it may not be one.
+            self.error_code = str(code)[: semconv.MAX_METRIC_VALUE_CHARS]
 
     def usage(self, input_tokens: Any, output_tokens: Any) -> None:
         # Snapshots are cumulative on every route that repeats them: replace, never add.

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 __all__ = [
     "ATTRIBUTES",
+    "ATTRIBUTE_SPECS",
     "DURATION_BUCKETS",
     "ERROR_OUTCOMES",
     "METRICS",
+    "AttributeSpec",
     "MetricSpec",
 ]
 
@@ -44,6 +46,8 @@ DURATION = "otelsse.duration"
 TOOL_CALL_VALID = "otelsse.tool_call.valid"
 #: The provider's request id from an allow-listed response header (see REQUEST_ID_HEADERS).
 REQUEST_ID = "otelsse.request_id"
+#: Where inside otelsse a contained failure happened (on ``otelsse.instrumentation.errors``).
+INSTRUMENTATION_STAGE = "otelsse.instrumentation.stage"
 
 # -- span attributes (OpenTelemetry semantic conventions) -----------------------------------
 HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
@@ -107,20 +111,32 @@ BYTE_BUCKETS: tuple[float, ...] = (
 )  # fmt: skip
 
 
+#: Attributes every stream metric point carries (low cardinality; model names are capped).
+#: ``otelsse.stop_reason`` is absent when the stream ended without one (e.g. truncated).
+METRIC_ATTRIBUTES: tuple[str, ...] = (
+    ROUTE, OUTCOME, STOP_REASON, SERVER_ADDRESS, GEN_AI_PROVIDER_NAME, GEN_AI_RESPONSE_MODEL,
+)  # fmt: skip
+#: The series key of a route and server: what ``otelsse.tool_calls`` shares with the streams.
+_SERIES_ATTRIBUTES = (ROUTE, SERVER_ADDRESS, GEN_AI_PROVIDER_NAME, GEN_AI_RESPONSE_MODEL)
+
+
 class MetricSpec(NamedTuple):
     name: str
     kind: str  # "counter" | "up_down_counter" | "histogram"
     unit: str
     description: str
     buckets: tuple[float, ...] | None = None
+    #: The attribute keys its points may carry (any of them may be absent on a given point).
+    attributes: tuple[str, ...] = METRIC_ATTRIBUTES
 
 
 STREAMS = MetricSpec(
     "otelsse.streams", "counter", "{stream}", "Streamed responses that ended, by outcome."
 )
 STREAMS_ACTIVE = MetricSpec(
-    "otelsse.streams.active", "up_down_counter", "{stream}", "Streamed responses being read now."
-)
+    "otelsse.streams.active", "up_down_counter", "{stream}", "Streamed responses being read now.",
+    attributes=(ROUTE, SERVER_ADDRESS),
+)  # fmt: skip
 STREAM_DURATION = MetricSpec(
     "otelsse.stream.duration", "histogram", "s",
     "From request send to the end of the stream.", DURATION_BUCKETS,
@@ -140,11 +156,18 @@ STREAM_BYTES = MetricSpec(
     "otelsse.stream.bytes", "histogram", "By", "Body bytes per stream.", BYTE_BUCKETS
 )
 TOOL_CALLS = MetricSpec(
-    "otelsse.tool_calls", "counter", "{call}", "Tool calls, by whether their arguments were valid."
-)
+    "otelsse.tool_calls", "counter", "{call}", "Tool calls, by whether their arguments were valid.",
+    attributes=(*_SERIES_ATTRIBUTES, TOOL_CALL_VALID),
+)  # fmt: skip
+#: The closed set of ``otelsse.instrumentation.stage`` values. Each one's error series is created
+#: at 0 when the instruments are, so ``increase()`` sees the very first failure.
+INSTRUMENTATION_STAGES: tuple[str, ...] = (
+    "send", "content_encoding", "feed", "finish", "end_span", "stream_finished", "record_metrics",
+)  # fmt: skip
 INSTRUMENTATION_ERRORS = MetricSpec(
     "otelsse.instrumentation.errors", "counter", "{error}",
     "Failures inside otelsse, contained and never raised into the application.",
+    attributes=(INSTRUMENTATION_STAGE,),
 )  # fmt: skip
 
 METRICS: tuple[MetricSpec, ...] = (
@@ -152,7 +175,234 @@ METRICS: tuple[MetricSpec, ...] = (
     STREAM_MAX_INTER_EVENT_GAP, STREAM_EVENTS, STREAM_BYTES, TOOL_CALLS, INSTRUMENTATION_ERRORS,
 )  # fmt: skip
 
-#: Attributes every stream metric point carries (low cardinality; model names are capped).
-METRIC_ATTRIBUTES: tuple[str, ...] = (
-    ROUTE, OUTCOME, STOP_REASON, SERVER_ADDRESS, GEN_AI_PROVIDER_NAME, GEN_AI_RESPONSE_MODEL,
-)  # fmt: skip
+# -- documentation (read by docs/generate_reference.py; no code path depends on it) -------------
+
+#: Instrumentation scope name of the tracer and the meter.
+SCOPE_NAME = "otelsse"
+#: Span kind of ``SPAN_NAME``.
+SPAN_KIND = "CLIENT"
+#: The value a capped metric attribute takes once its limit of distinct values is reached.
+OVERFLOW_VALUE = "_OTHER"
+#: Distinct ``gen_ai.response.model`` values in metrics before ``OVERFLOW_VALUE``
+#: (``instrument(max_model_names=...)``).
+DEFAULT_MAX_MODEL_NAMES = 50
+#: Distinct ``otelsse.stop_reason`` values in metrics before ``OVERFLOW_VALUE``.
+DEFAULT_MAX_STOP_REASONS = 30
+#: Provider-sent metric attribute values (model, stop reason) are cut to this many characters.
+MAX_METRIC_VALUE_CHARS = 64
+#: ``otelsse.request_id`` keeps at most this many characters (non-printable ones are dropped).
+MAX_REQUEST_ID_CHARS = 128
+
+
+class AttributeSpec(NamedTuple):
+    """What one attribute key holds, for the reference documentation."""
+
+    #: OpenTelemetry attribute type: ``string``, ``boolean``, ``int``, ``double`` or ``string[]``.
+    type: str
+    #: UCUM unit; empty when the value has none.
+    unit: str
+    #: What it holds and when it is absent.
+    description: str
+
+
+#: Every attribute key otelsse sets, on the span (``ATTRIBUTES``) or only on metric points.
+ATTRIBUTE_SPECS: dict[str, AttributeSpec] = {
+    ROUTE: AttributeSpec(
+        "string", "",
+        "The provider contract the stream was judged by: a built-in route name or one registered "
+        "with `register_route()`. For a stream whose route was sniffed from its events, the "
+        "contract found (`generic` when none was). Always present. On "
+        "`otelsse.streams.active` alone, `auto` marks an SSE response to an unrecognised URL: "
+        "its contract is not known yet when the stream starts.",
+    ),
+    OUTCOME: AttributeSpec(
+        "string", "",
+        "How the stream ended: exactly one outcome per stream (see docs/outcomes.md). Always "
+        "present.",
+    ),
+    TERMINAL_SEEN: AttributeSpec(
+        "boolean", "",
+        "The route's terminal condition arrived (`[DONE]` after every finish reason, "
+        "`response.completed`/`incomplete`/`failed`, `message_stop`, a `finishReason` on every "
+        "Gemini candidate). Always false on the generic route, which has no terminal rule.",
+    ),
+    STOP_REASON: AttributeSpec(
+        "string", "",
+        "The provider's stop or finish reason exactly as sent (`stop`, `length`, `tool_calls`, "
+        "`end_turn`, `max_tokens`, `STOP`, ...); with several choices, a non-success one wins. "
+        "Absent when no stop arrived (e.g. truncated streams). On metrics it is capped and cut "
+        "(see the caps below).",
+    ),
+    CHUNK_COUNT: AttributeSpec(
+        "int", "{chunk}",
+        "Non-empty body reads the application made. The only count that depends on how the "
+        "bytes were chunked.",
+    ),
+    BYTES_RECEIVED: AttributeSpec(
+        "int", "By", "Body bytes the application read, after content-decoding (gzip, br, ...).",
+    ),
+    DECODED_CHAR_COUNT: AttributeSpec(
+        "int", "{char}", "Characters decoded from UTF-8 in complete events.",
+    ),
+    EVENT_COUNT: AttributeSpec(
+        "int", "{event}",
+        "Complete SSE events dispatched (keep-alives and unknown types included; comments not).",
+    ),
+    COMMENT_COUNT: AttributeSpec(
+        "int", "{comment}", "SSE comment lines (`:` prefix, e.g. keep-alive pings from gateways).",
+    ),
+    UNKNOWN_EVENT_COUNT: AttributeSpec(
+        "int", "{event}",
+        "Events of a type the route does not know (new provider events; they never change the "
+        "outcome).",
+    ),
+    PENDING_LINE_CHARS: AttributeSpec(
+        "int", "{char}",
+        "Characters of a line that had not ended when the stream ended; non-zero means the "
+        "stream was cut mid-line. After a buffer limit: the bytes held when parsing stopped.",
+    ),
+    PENDING_EVENT_CHARS: AttributeSpec(
+        "int", "{char}",
+        "Characters of the event not yet dispatched (no blank line after it) when the stream "
+        "ended; it was discarded, as the SSE standard says. After a buffer limit: the bytes held "
+        "when parsing stopped.",
+    ),
+    OPEN_ACCUMULATOR_COUNT: AttributeSpec(
+        "int", "{call}",
+        "Tool calls opened but never closed when the stream ended (counted as invalid in "
+        "`otelsse.tool_calls`).",
+    ),
+    TOOL_CALL_COUNT: AttributeSpec("int", "{call}", "Tool calls the stream opened."),
+    TOOL_CALL_INVALID_COUNT: AttributeSpec(
+        "int", "{call}",
+        "Closed tool calls whose arguments were not exactly one JSON value.",
+    ),
+    BUFFER_LIMIT_STAGE: AttributeSpec(
+        "string", "",
+        "Which ceiling stopped parsing: `line` (a partial line), `event` (a pending event), "
+        "`accumulator` (one tool call's arguments, or the number of tool calls) or `text` (text "
+        "kept by the enforcing reader). Present only when the outcome is `buffer_limit`.",
+    ),
+    DECODE_ERROR_COUNT: AttributeSpec(
+        "int", "{error}", "Invalid UTF-8 sequences in the body, each replaced by U+FFFD.",
+    ),
+    ANOMALY_COUNT: AttributeSpec(
+        "int", "{anomaly}",
+        "Oddities that are counted rather than hidden, such as events after the terminal, a "
+        "repeated finish reason, a tool-call index reused by another id, a `sequence_number` "
+        "gap or an event name that disagrees with its `type`; every protocol violation is "
+        "counted here too. `otelsse inspect` lists them by name.",
+    ),
+    PROVIDER_ERROR_CODE: AttributeSpec(
+        "string", "",
+        "The code or type of an in-stream provider error as sent (OpenAI `code` or `type`, "
+        "Anthropic `error.type` such as `overloaded_error`, Gemini `status`), cut to "
+        f"{MAX_METRIC_VALUE_CHARS} characters; never its message. Absent when there was no "
+        "provider error or it carried no code.",
+    ),
+    TIME_TO_FIRST_BYTE: AttributeSpec(
+        "double", "s",
+        "From request send to the first body byte. Absent when no body byte arrived.",
+    ),
+    TIME_TO_FIRST_EVENT: AttributeSpec(
+        "double", "s",
+        "From request send to the read that completed the first SSE event. Absent when no event "
+        "arrived.",
+    ),
+    MAX_INTER_EVENT_GAP: AttributeSpec(
+        "double", "s",
+        "Longest time between two reads that completed events (0 when all events came in one "
+        "read). Absent when no event arrived.",
+    ),
+    DURATION: AttributeSpec(
+        "double", "s",
+        "From request send to the end of the stream: EOF, close, read error or cancellation "
+        "(the response headers for a `protocol_error` found there).",
+    ),
+    HTTP_RESPONSE_STATUS_CODE: AttributeSpec(
+        "int", "",
+        "OTel HTTP convention: the response's status code. Absent when the request failed before "
+        "any response (connection error, connect timeout).",
+    ),
+    SERVER_ADDRESS: AttributeSpec(
+        "string", "",
+        "OTel convention: the host of the request URL. Absent only for a URL without a host.",
+    ),
+    SERVER_PORT: AttributeSpec(
+        "int", "",
+        "OTel convention: the port of the request URL (443 or 80 from the scheme when the URL "
+        "names none). Span only.",
+    ),
+    ERROR_TYPE: AttributeSpec(
+        "string", "",
+        "OTel convention: the outcome, set only for the outcomes in `ERROR_OUTCOMES` (the span "
+        "status is then ERROR). Absent otherwise.",
+    ),
+    GEN_AI_PROVIDER_NAME: AttributeSpec(
+        "string", "",
+        "OTel GenAI convention: `openai` (OpenAI and every OpenAI-compatible server on the "
+        "`openai.*` routes), `anthropic` or `gcp.gemini`. Absent on the generic route.",
+    ),
+    GEN_AI_REQUEST_STREAM: AttributeSpec(
+        "boolean", "", "OTel GenAI convention: true when the route has a provider; else absent.",
+    ),
+    GEN_AI_RESPONSE_MODEL: AttributeSpec(
+        "string", "",
+        "OTel GenAI convention: the model name the stream itself reported (chunk `model`, "
+        "Anthropic `message.model`, Gemini `modelVersion`). Absent when the stream named none. "
+        "On metrics it is capped and cut (see the caps below).",
+    ),
+    GEN_AI_RESPONSE_ID: AttributeSpec(
+        "string", "",
+        "OTel GenAI convention: the response id the stream reported. Absent when it named none.",
+    ),
+    GEN_AI_RESPONSE_FINISH_REASONS: AttributeSpec(
+        "string[]", "",
+        "OTel GenAI convention: every finish reason as sent (one per choice or candidate), with "
+        "`error` appended when the stream ended before its terminal. Absent on the generic route "
+        "and when the list would be empty.",
+    ),
+    GEN_AI_USAGE_INPUT_TOKENS: AttributeSpec(
+        "int", "{token}",
+        "OTel GenAI convention: input tokens from the stream's last usage report. Absent when "
+        "the stream carried none (OpenAI chat sends usage only when the request asks for "
+        "`stream_options.include_usage`).",
+    ),
+    GEN_AI_USAGE_OUTPUT_TOKENS: AttributeSpec(
+        "int", "{token}",
+        "OTel GenAI convention: output tokens from the stream's last usage report. Absent when "
+        "the stream carried none.",
+    ),
+    REQUEST_ID: AttributeSpec(
+        "string", "",
+        "The provider's request id, from the `x-request-id` or else the `request-id` response "
+        "header, the only header values ever recorded: at most "
+        f"{MAX_REQUEST_ID_CHARS} characters, non-printable ones dropped. Absent when neither "
+        "header was sent.",
+    ),
+    TOOL_CALL_VALID: AttributeSpec(
+        "boolean", "",
+        "Metric `otelsse.tool_calls` only: whether the call closed with arguments that are "
+        "exactly one JSON value (false also for calls never closed).",
+    ),
+    INSTRUMENTATION_STAGE: AttributeSpec(
+        "string", "",
+        "Metric `otelsse.instrumentation.errors` only: where inside otelsse a contained failure "
+        "happened (one of `INSTRUMENTATION_STAGES`).",
+    ),
+}  # fmt: skip
+
+#: What each ``otelsse.instrumentation.stage`` covers.
+INSTRUMENTATION_STAGE_DESCRIPTIONS: dict[str, str] = {
+    "send": "deciding whether to watch a request, around the client's send, or reading the "
+    "response headers; an expected stream's span is then ended as `internal_error`",
+    "content_encoding": "the body's Content-Encoding cannot be decoded here (e.g. br or zstd "
+    "without brotli/zstandard installed); the stream is reported as `internal_error`",
+    "feed": "content-decoding or parsing a chunk the application read (e.g. a corrupt gzip "
+    "body); the stream is reported as `internal_error`",
+    "finish": "building the stream's report at its end; it is reported as `internal_error`",
+    "end_span": "setting the span's attributes and status; the span is still ended, with "
+    "outcome `internal_error`",
+    "stream_finished": "decrementing `otelsse.streams.active`",
+    "record_metrics": "recording the stream's metric points",
+}

@@ -27,9 +27,7 @@ MetricAttributes = dict[str, Any]
 _LOG = logging.getLogger("otelsse")
 
 #: The value a capped attribute takes once its limit of distinct values is reached.
-OTHER = "_OTHER"
-#: Provider-sent values longer than this are not identifiers; they are cut to keep labels small.
-_MAX_VALUE_CHARS = 64
+OTHER = semconv.OVERFLOW_VALUE
 
 
 class _CappedValues:
@@ -45,7 +43,7 @@ class _CappedValues:
         self._lock = threading.Lock()
 
     def __call__(self, value: str) -> str:
-        value = value[:_MAX_VALUE_CHARS]
+        value = value[: semconv.MAX_METRIC_VALUE_CHARS]
         if value in self._seen:
             return value
         with self._lock:
@@ -69,13 +67,15 @@ class Telemetry:
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
         *,
-        max_model_names: int = 50,
-        max_stop_reasons: int = 30,
+        max_model_names: int = semconv.DEFAULT_MAX_MODEL_NAMES,
+        max_stop_reasons: int = semconv.DEFAULT_MAX_STOP_REASONS,
     ) -> None:
         self.tracer = trace.get_tracer(
-            "otelsse", __version__, tracer_provider, schema_url=semconv.SCHEMA_URL
+            semconv.SCOPE_NAME, __version__, tracer_provider, schema_url=semconv.SCHEMA_URL
         )
-        meter = metrics.get_meter("otelsse", __version__, meter_provider, semconv.SCHEMA_URL)
+        meter = metrics.get_meter(
+            semconv.SCOPE_NAME, __version__, meter_provider, semconv.SCHEMA_URL
+        )
         s = semconv
         self._streams = meter.create_counter(s.STREAMS.name, s.STREAMS.unit, s.STREAMS.description)
         self._active = meter.create_up_down_counter(
@@ -100,6 +100,8 @@ class Telemetry:
         self._precreated: set[tuple[Any, ...]] = set()
         self._max_precreated = 4 * max_model_names
         self._logged: set[tuple[str, str]] = set()
+        for stage in s.INSTRUMENTATION_STAGES:
+            self._errors.add(0, {s.INSTRUMENTATION_STAGE: stage})
 
     # -- the span --------------------------------------------------------------------------
 
@@ -172,11 +174,15 @@ class Telemetry:
                 self._tool_calls.add(invalid, {**series, s.TOOL_CALL_VALID: False})
 
     def _precreate_outcomes(self, series: MetricAttributes) -> None:
-        """Create every outcome's counter series at 0 the first time a series key is seen.
+        """Create every outcome's and tool-call validity's counter series at 0 the first time a
+        series key is seen.
 
         ``increase()`` cannot see a series' first sample, so the first truncation of a route
         would be invisible to the alerts. The pre-created series carry no stop reason: that is
-        how failed streams (truncated, timeout, protocol_error, ...) are recorded.
+        how failed streams (truncated, timeout, protocol_error, ...) are recorded. What this
+        cannot cover: the key's very first stream (its +1 reaches the same collection as the
+        zeros) and the first stream of each (outcome, stop reason) pair, since stop reasons
+        and models are only known at the stream's end. Both are in the raw counters.
         """
         key = tuple(sorted(series.items()))
         if key in self._precreated or len(self._precreated) >= self._max_precreated:
@@ -184,18 +190,22 @@ class Telemetry:
         self._precreated.add(key)
         for outcome in Outcome:
             self._streams.add(0, {**series, semconv.OUTCOME: outcome.value})
+        for valid in (True, False):
+            self._tool_calls.add(0, {**series, semconv.TOOL_CALL_VALID: valid})
 
     # -- our own failures ------------------------------------------------------------------
 
     def count_error(self, error: BaseException, where: str) -> None:
-        """Count a contained failure; log its first occurrence at debug level.
+        """Count a contained failure at stage ``where`` (one of ``INSTRUMENTATION_STAGES``);
+        log its first occurrence, with the exception's type, at debug level.
 
-        Only the exception's type is logged, never its message: a parser's or a client's message
-        can quote the data it choked on.
+        Only the type is logged, never the message: a parser's or a client's message can quote
+        the data it choked on. The metric carries the stage, a closed set, and not the type, so
+        that every error series exists at 0 before the first failure.
         """
         kind = type(error).__name__
         try:
-            self._errors.add(1, {semconv.ERROR_TYPE: kind})
+            self._errors.add(1, {semconv.INSTRUMENTATION_STAGE: where})
             if (where, kind) not in self._logged:
                 self._logged.add((where, kind))
                 _LOG.debug(

@@ -922,10 +922,11 @@ def _fail(*args: Any, **kwargs: Any) -> Any:
 
 
 #: The part of otelsse to break: (owner, attribute).
+#: What to break, and the ``otelsse.instrumentation.stage`` its failure is counted under.
 FAILURES = {
-    "monitor.feed": (StreamMonitor, "feed"),
-    "monitor.close": (StreamMonitor, "close"),
-    "telemetry.end_span": (OtelsseTelemetry, "end_span"),
+    "monitor.feed": (StreamMonitor, "feed", "feed"),
+    "monitor.close": (StreamMonitor, "close", "finish"),
+    "telemetry.end_span": (OtelsseTelemetry, "end_span", "end_span"),
 }
 #: How many streams each containment test reads: the debug log must appear once, not per stream.
 STREAMS = 2
@@ -948,7 +949,8 @@ def test_a_failure_inside_otelsse_is_contained_counted_and_logged_once(
     url = server.route(PATH, reply)
     with uninstrumented(otel):
         baseline = run(client, READ, url)
-    monkeypatch.setattr(*FAILURES[failing], _fail)
+    owner, method, stage = FAILURES[failing]
+    monkeypatch.setattr(owner, method, _fail)
 
     observed = [run(client, READ, url) for _ in range(STREAMS)]
 
@@ -956,7 +958,11 @@ def test_a_failure_inside_otelsse_is_contained_counted_and_logged_once(
     # Same bytes, same exception, and nothing of otelsse's raised into the application.
     assert [read.seen for read in observed] == [baseline.seen] * STREAMS
     errors = otel.points(semconv.INSTRUMENTATION_ERRORS.name)
-    assert {p.attributes[semconv.ERROR_TYPE] for p in errors} == {"InjectedFailure"}
+    # Every stage's series exists (at 0 until it fails); only the failing stage counted.
+    assert {p.attributes[semconv.INSTRUMENTATION_STAGE] for p in errors} == set(
+        semconv.INSTRUMENTATION_STAGES
+    )
+    assert {p.attributes[semconv.INSTRUMENTATION_STAGE] for p in errors if p.value} == {stage}
     assert sum(p.value for p in errors) == STREAMS
     logged = [r for r in caplog.records if r.name == "otelsse"]
     assert len(logged) == 1, [r.getMessage() for r in logged]

@@ -64,13 +64,22 @@ def test_every_metric_has_the_name_unit_and_buckets_of_semconv(sdk: SDK) -> None
     )
     telemetry = record(sdk, report_of(body))
     telemetry.stream_started({semconv.ROUTE: "generic"})
-    telemetry.count_error(ValueError(), "test")
-    exported = {p.metric: p for p in sdk.points()}
+    telemetry.count_error(ValueError(), "feed")
+    points = sdk.points()
+    exported = {p.metric: p for p in points}
     assert set(exported) == {spec.name for spec in semconv.METRICS}
     for spec in semconv.METRICS:
         assert exported[spec.name].unit == spec.unit, spec.name
         if spec.kind == "histogram":
             assert exported[spec.name].bucket_bounds == spec.buckets, spec.name
+    # The dashboards and alerts select on these keys: semconv must list every one a point carries.
+    carried: dict[str, set[str]] = {spec.name: set() for spec in semconv.METRICS}
+    for point in points:
+        carried[point.metric] |= set(point.attributes)
+    for spec in semconv.METRICS:
+        assert carried[spec.name] <= set(spec.attributes), spec.name
+    assert carried[semconv.STREAMS.name] == set(semconv.STREAMS.attributes)
+    assert carried[semconv.TOOL_CALLS.name] == set(semconv.TOOL_CALLS.attributes)
 
 
 def test_span_carries_the_report_attributes_and_ends_once(sdk: SDK) -> None:
@@ -162,8 +171,12 @@ def test_a_contained_error_is_counted_each_time_and_logged_once_without_its_mess
     for _ in range(3):
         telemetry.count_error(ValueError("secret content"), "feed")
     assert sdk.instrumentation_errors() == 3
-    [point] = sdk.points(semconv.INSTRUMENTATION_ERRORS.name)
-    assert point.attributes == {semconv.ERROR_TYPE: "ValueError"}
+    counted = {
+        p.attributes[semconv.INSTRUMENTATION_STAGE]: p.value
+        for p in sdk.points(semconv.INSTRUMENTATION_ERRORS.name)
+    }
+    # Every stage's series exists from the start (at 0), so the first failure is an increase.
+    assert counted == {stage: 3 if stage == "feed" else 0 for stage in semconv.INSTRUMENTATION_STAGES}
     records = [r for r in caplog.records if r.name == "otelsse"]
     assert len(records) == 1
     assert "ValueError" in records[0].getMessage()

@@ -22,6 +22,7 @@ import wrapt
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from opentelemetry.instrumentation.utils import unwrap
 
+from .. import semconv
 from ..monitor import Limits
 from ..routes import Route, register_route, unregister_route
 from ..telemetry import Telemetry
@@ -97,7 +98,7 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         routes: Iterable[Route] = (),
         excluded_urls: str | Iterable[str] | None = None,
         clients: Iterable[str] = CLIENTS,
-        max_model_names: int = 50,
+        max_model_names: int = semconv.DEFAULT_MAX_MODEL_NAMES,
         **_ignored: Any,
     ) -> None:
         for route in routes:

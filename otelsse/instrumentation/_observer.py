@@ -33,7 +33,6 @@ from ._content import ContentDecoder, UnsupportedEncoding, content_decoder
 __all__ = ["URL", "Settings", "StreamObserver", "Watch", "body_asks_for_stream", "tee"]
 
 _STREAM_TRUE = re.compile(rb'"stream"\s*:\s*true')
-_MAX_REQUEST_ID_CHARS = 128
 
 
 def body_asks_for_stream(body: object) -> bool:
@@ -264,7 +263,7 @@ class Watch:
 
 
 def _printable(value: str) -> str:
-    return "".join(c for c in value[:_MAX_REQUEST_ID_CHARS] if c.isprintable())
+    return "".join(c for c in value[: semconv.MAX_REQUEST_ID_CHARS] if c.isprintable())
 
 
 class StreamObserver:
@@ -323,7 +322,7 @@ class StreamObserver:
             self.decode = content_decoder(content_encoding)
         except UnsupportedEncoding as exc:
             # Counted, and the stream reported as internal_error: its body cannot be judged.
-            self._telemetry.count_error(exc, "content-encoding")
+            self._telemetry.count_error(exc, "content_encoding")
             self.broken = True
 
     def feed(self, chunk: bytes) -> None:
