@@ -1,0 +1,275 @@
+"""Render the telemetry reference (docs/reference.md) from the module that owns the names.
+
+    python docs/generate_reference.py           # print it
+    python docs/generate_reference.py --write   # write docs/reference.md
+
+Names, types, units, descriptions, buckets and caps come from ``otelsse.semconv``; the closed
+value sets from ``otelsse.monitor.Outcome`` and the built-in routes (all sans-IO, so this runs
+without OpenTelemetry). tests/test_docs.py checks that the committed file equals this output and
+that the Prometheus names below equal the ones the dashboard tests check queries against.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from otelsse import semconv
+from otelsse.monitor import Outcome
+from otelsse.routes import AUTO, make_adapter, route_names
+
+OUTPUT = Path(__file__).with_name("reference.md")
+
+#: Span attributes set by the instrumentation around the HTTP exchange; every other one comes
+#: from ``StreamReport.to_attributes()``, which ``otelsse inspect --json`` prints too.
+INSTRUMENTATION_ONLY = (
+    semconv.HTTP_RESPONSE_STATUS_CODE,
+    semconv.SERVER_ADDRESS,
+    semconv.SERVER_PORT,
+    semconv.REQUEST_ID,
+)
+
+# The OpenTelemetry -> Prometheus translation (specification: compatibility/
+# prometheus_and_openmetrics.md; the Python exporter and the Collector's default agree).
+_UNIT_SUFFIXES = {"s": "seconds", "By": "bytes"}
+_KINDS = {
+    "counter": ("Counter", "counter"),
+    "up_down_counter": ("UpDownCounter", "gauge"),
+    "histogram": ("Histogram", "histogram"),
+}
+
+
+def prometheus_label(attribute: str) -> str:
+    """An attribute key as a Prometheus label name."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", attribute)
+
+
+def prometheus_series(spec: semconv.MetricSpec) -> tuple[str, ...]:
+    """The series names an instrument becomes: dots to underscores, the unit's suffix unless the
+    name ends with it (``{...}`` annotations add none), then the type's suffixes."""
+    base = prometheus_label(spec.name)
+    suffix = _UNIT_SUFFIXES.get(spec.unit)
+    if suffix and not base.endswith(f"_{suffix}"):
+        base = f"{base}_{suffix}"
+    if spec.kind == "counter":
+        return (f"{base}_total",)
+    if spec.kind == "histogram":
+        return (f"{base}_bucket", f"{base}_sum", f"{base}_count")
+    return (base,)
+
+
+def _code(values: Iterable[object]) -> str:
+    return ", ".join(f"`{value}`" for value in values)
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    lines = [f"| {' | '.join(header)} |", f"|{'---|' * len(header)}"]
+    lines.extend(f"| {' | '.join(row)} |" for row in rows)
+    return lines
+
+
+def _span() -> list[str]:
+    return [
+        "## The span",
+        "",
+        *_table(
+            ("", ""),
+            (
+                ("span name", f"`{semconv.SPAN_NAME}`"),
+                ("span kind", semconv.SPAN_KIND),
+                ("instrumentation scope (tracer and meter)", f"`{semconv.SCOPE_NAME}`"),
+                ("schema URL", f"`{semconv.SCHEMA_URL}`"),
+            ),
+        ),
+        "",
+        "One span per streamed response, from request send until the stream really ends (EOF, "
+        "close, read error, cancellation or garbage collection), parent of the HTTP client span "
+        "when the request was expected to stream. Its status is ERROR exactly for the outcomes "
+        f"in `ERROR_OUTCOMES` ({_code(sorted(semconv.ERROR_OUTCOMES))}), with the outcome as "
+        "`error.type` and as the status description; see [outcomes.md](outcomes.md).",
+        "",
+    ]
+
+
+def _attributes() -> list[str]:
+    labels = {key for spec in semconv.METRICS for key in spec.attributes}
+    rows = []
+    for key, spec in semconv.ATTRIBUTE_SPECS.items():
+        on = [
+            where
+            for where, has in (("span", key in semconv.ATTRIBUTES), ("metrics", key in labels))
+            if has
+        ]
+        label = f"`{prometheus_label(key)}`" if key in labels else "—"
+        rows.append(
+            (
+                f"`{key}`",
+                spec.type,
+                f"`{spec.unit}`" if spec.unit else "—",
+                ", ".join(on),
+                label,
+                spec.description,
+            )
+        )
+    return [
+        "## Attributes",
+        "",
+        f"Set by the instrumentation only: {_code(INSTRUMENTATION_ONLY)}. Every other span "
+        "attribute comes from `StreamReport.to_attributes()`, which the sans-IO core and "
+        "`otelsse inspect --json` give as well. No content is ever recorded: no prompt, "
+        "generated text, tool arguments, event data, provider error message or header value "
+        "other than the request id.",
+        "",
+        *_table(("attribute", "type", "unit", "on", "Prometheus label", "description"), rows),
+        "",
+    ]
+
+
+def _metrics() -> list[str]:
+    rows = []
+    for spec in semconv.METRICS:
+        kind, prometheus_type = _KINDS[spec.kind]
+        labels = [f"`{prometheus_label(key)}`" for key in spec.attributes]
+        if spec.kind == "histogram":
+            labels.append("`le` (`_bucket` only)")
+        buckets = ", ".join(_number(b) for b in spec.buckets) if spec.buckets else "—"
+        rows.append(
+            (
+                f"`{spec.name}`",
+                f"{kind} ({prometheus_type})",
+                f"`{spec.unit}`",
+                "<br>".join(f"`{series}`" for series in prometheus_series(spec)),
+                ", ".join(labels),
+                spec.description,
+                buckets,
+            )
+        )
+    header = ("metric", "kind (Prometheus type)", "unit", "Prometheus series", "labels")
+    return [
+        "## Metrics",
+        "",
+        "Prometheus names are those of the OpenTelemetry Prometheus exporter and of the "
+        "Collector's default translation (`UnderscoreEscapingWithSuffixes`). Every series also "
+        "carries `job` and `instance` from the scrape and, from exporter 0.64b0, "
+        "`otel_scope_name`, `otel_scope_version` and `otel_scope_schema_url`: never depend on "
+        "those, aggregate with `sum by (...)`, and take `sum(rate(...))`, never `rate(sum(...))`.",
+        "",
+        *_table((*header, "description", "bucket boundaries"), rows),
+        "",
+        "Series that exist before their first event, so that `increase()` sees the first one:",
+        "",
+        f"- `{semconv.STREAMS.name}`: every outcome at 0, the first time a (route, "
+        "server.address, provider, model) combination is seen, without a stop reason (failed "
+        "streams carry none either).",
+        f"- `{semconv.TOOL_CALLS.name}`: `{semconv.TOOL_CALL_VALID}` true and false at 0, "
+        "likewise.",
+        f"- `{semconv.INSTRUMENTATION_ERRORS.name}`: every stage at 0 when otelsse is "
+        "instrumented.",
+        "",
+    ]
+
+
+def _closed_sets() -> list[str]:
+    outcomes = [
+        (f"`{o.value}`", "ERROR" if o.value in semconv.ERROR_OUTCOMES else "unset") for o in Outcome
+    ]
+    stages = [
+        (f"`{stage}`", semconv.INSTRUMENTATION_STAGE_DESCRIPTIONS[stage])
+        for stage in semconv.INSTRUMENTATION_STAGES
+    ]
+    routes = []
+    for name in route_names():
+        if name != AUTO:
+            provider = make_adapter(name).provider
+            routes.append((f"`{name}`", f"`{provider}`" if provider else "— (absent)"))
+    return [
+        "## Label values",
+        "",
+        f"### `{semconv.OUTCOME}` (closed)",
+        "",
+        "What each means, and what to do about it: [outcomes.md](outcomes.md).",
+        "",
+        *_table(("value", "span status"), outcomes),
+        "",
+        f"### `{semconv.INSTRUMENTATION_STAGE}` (closed)",
+        "",
+        *_table(("value", "a contained failure while"), stages),
+        "",
+        f"### `{semconv.TOOL_CALL_VALID}` (closed)",
+        "",
+        "`true` or `false` (a boolean attribute; the Prometheus label value is the string).",
+        "",
+        f"### `{semconv.ROUTE}` and `{semconv.GEN_AI_PROVIDER_NAME}`",
+        "",
+        f"The built-in routes and their provider; routes registered with `register_route()` "
+        f"add their own names. `{AUTO}` asks for the contract to be sniffed from the first "
+        "events and is replaced by the route found (except on "
+        f"`{semconv.STREAMS_ACTIVE.name}`, see `{semconv.ROUTE}` above).",
+        "",
+        *_table(("route", "provider"), routes),
+        "",
+    ]
+
+
+def _caps() -> list[str]:
+    s = semconv
+    return [
+        "## Cardinality and size caps",
+        "",
+        f"- `{s.GEN_AI_RESPONSE_MODEL}` on metrics: the first {s.DEFAULT_MAX_MODEL_NAMES} "
+        f"distinct values pass, later ones become `{s.OVERFLOW_VALUE}` "
+        "(`instrument(max_model_names=...)` changes the limit).",
+        f"- `{s.STOP_REASON}` on metrics: the first {s.DEFAULT_MAX_STOP_REASONS} distinct "
+        f"values pass, later ones become `{s.OVERFLOW_VALUE}`.",
+        f"- Both are cut to {s.MAX_METRIC_VALUE_CHARS} characters before they are counted. "
+        "Spans carry the values as sent.",
+        f"- `{s.REQUEST_ID}` keeps at most {s.MAX_REQUEST_ID_CHARS} characters, printable ones "
+        "only.",
+        f"- `{s.SERVER_ADDRESS}` and `{s.ROUTE}` are not capped: one set of series per host "
+        "called and per route. Beyond that, the OpenTelemetry SDK's own cardinality limit "
+        "(2000 series per metric by default) folds further series into "
+        '`otel_metric_overflow="true"`.',
+        "",
+    ]
+
+
+def render() -> str:
+    lines = [
+        "# otelsse telemetry reference",
+        "",
+        "<!-- Generated by docs/generate_reference.py from otelsse/semconv.py: do not edit. "
+        "Regenerate with `python docs/generate_reference.py --write`. -->",
+        "",
+        "Every name below is defined in `otelsse/semconv.py`, which the code, the dashboards "
+        "and the alerts read.",
+        "",
+        *_span(),
+        *_attributes(),
+        *_metrics(),
+        *_closed_sets(),
+        *_caps(),
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help=f"write {OUTPUT}")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.write:
+        OUTPUT.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
