@@ -1,0 +1,345 @@
+"""otelsse's Prometheus rules (dashboards/prometheus/*.rules.yaml) are valid, tested, generated,
+documented, and query only what otelsse exports.
+
+How: Debian's real ``promtool`` checks every rule file (and the rule count it reports must equal
+the rules in the YAML) and runs every unit-test file in dashboards/prometheus/tests/, which fire
+and silence each alert on synthetic series. The rest is read from the YAML: the files equal what
+generate_rules.py renders; every alert (each SLO window pair on its own) has a firing and a silent
+promtool case, a severity, a summary, a description and a runbook_url whose anchor is a heading
+of docs/runbooks.md; every alert threshold is one literal number after its comparison (the
+end-to-end test rewrites ``<op> <number>`` to ``>= -Inf``, and promtool must still accept the
+result); every series an expression selects is exported (tests/_promql.EXPORTED) or recorded
+here, with only labels that series carries. Without promtool the tests fail: they never skip.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from otelsse import semconv
+
+from ._promql import EXPORTED, label_names, metric_names
+
+ROOT = Path(__file__).resolve().parents[1]
+RULES_DIR = ROOT / "dashboards" / "prometheus"
+RULE_FILES = sorted(RULES_DIR.glob("*.rules.yaml"))
+TEST_FILES = sorted((RULES_DIR / "tests").glob("*.test.yaml"))
+RUNBOOKS = ROOT / "docs" / "runbooks.md"
+RUNBOOK_URL = "https://github.com/otelsse/otelsse/blob/main/docs/runbooks.md"
+
+# The SLO and its windows as the Google SRE workbook ("Alerting on SLOs", table 5-8) sets them:
+# (long, short) -> (budget burn factor, severity).
+SLO_TARGET = 0.99
+BURN_RATES = {
+    ("1h", "5m"): (14.4, "critical"),
+    ("6h", "30m"): (6, "critical"),
+    ("1d", "2h"): (3, "warning"),
+    ("3d", "6h"): (1, "warning"),
+}
+
+_OP = r"(?:==|!=|>=|<=|>|<)"
+_NUMBER = r"[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+# A comparison whose right operand is one plain number, ending the operand.
+_LITERAL_COMPARISON = re.compile(
+    rf"{_OP}\s*{_NUMBER}(?=\s*(?:$|\)|\band\b|\bor\b|\bunless\b))", re.MULTILINE
+)
+_SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{([^}]*)\}")
+_MATCHER_LABEL = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)")
+_BY = re.compile(r"\bby\s*\(([^)]*)\)")
+_TEMPLATE_LABEL = re.compile(r"\$labels\.([a-zA-Z_][a-zA-Z0-9_]*)")
+
+
+def _load(path: Path) -> Any:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def _rules() -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(file name, group name, rule) for every rule, in file and group order."""
+    for path in RULE_FILES:
+        for group in _load(path)["groups"]:
+            for rule in group["rules"]:
+                yield path.name, group["name"], rule
+
+
+RULES = list(_rules())
+ALERTS = [rule for _, _, rule in RULES if "alert" in rule]
+RECORDS = [rule for _, _, rule in RULES if "record" in rule]
+
+
+def _rule_id(rule: dict[str, Any]) -> str:
+    name = rule.get("alert") or rule["record"]
+    labels = rule.get("labels", {})
+    return "/".join([name, *(labels[k] for k in ("long", "short") if k in labels)])
+
+
+def _recorded_labels() -> dict[str, frozenset[str]]:
+    """The labels each recording rule's series carry: its ``by`` clauses plus what the recorded
+    series it reads carry, less ``le`` under ``histogram_quantile``. (Every rule here is a
+    ``sum by`` or a function of recorded series; the promtool cases check the real label sets.)"""
+    recorded: dict[str, frozenset[str]] = {}
+    for rule in RECORDS:
+        expr = rule["expr"]
+        labels: set[str] = set()
+        for group in _BY.findall(expr):
+            labels |= {name.strip() for name in group.split(",") if name.strip()}
+        for name in metric_names(expr):
+            labels |= recorded.get(name, frozenset())
+        if expr.lstrip().startswith("histogram_quantile"):
+            labels.discard("le")
+        recorded[rule["record"]] = frozenset(labels)
+    return recorded
+
+
+RECORDED = _recorded_labels()
+
+
+def _allowed_labels(name: str) -> frozenset[str]:
+    return EXPORTED.get(name) or RECORDED[name]
+
+
+def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
+    executable = shutil.which("promtool")
+    assert executable is not None, (
+        "promtool is not on PATH: install Debian's prometheus package (apt-get install "
+        "prometheus); the rule tests need it and must not be skipped"
+    )
+    return subprocess.run(
+        [executable, *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def _github_anchor(heading: str) -> str:
+    """The fragment GitHub gives a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _runbook_headings() -> list[str]:
+    headings, fenced = [], False
+    for line in RUNBOOKS.read_text(encoding="utf-8").splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"#{1,6} ", line):
+            headings.append(line.lstrip("#").strip())
+    return headings
+
+
+def _alert_cases() -> list[dict[str, Any]]:
+    return [
+        case
+        for path in TEST_FILES
+        for test in _load(path)["tests"]
+        for case in test.get("alert_rule_test", [])
+    ]
+
+
+# -- the files ---------------------------------------------------------------------------------
+
+
+def test_rule_files_are_what_the_generator_renders() -> None:
+    spec = importlib.util.spec_from_file_location("generate_rules", RULES_DIR / "generate_rules.py")
+    assert spec is not None
+    assert spec.loader is not None
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    rendered: dict[str, str] = generator.render()
+    assert sorted(rendered) == [path.name for path in RULE_FILES]
+    for path in RULE_FILES:
+        assert path.read_text(encoding="utf-8") == rendered[path.name], (
+            f"{path.name} differs from generate_rules.py's output: "
+            "run python dashboards/prometheus/generate_rules.py"
+        )
+
+
+@pytest.mark.parametrize("path", RULE_FILES, ids=lambda path: path.name)
+def test_promtool_check_rules(path: Path) -> None:
+    result = _promtool("check", "rules", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    found = re.search(r"SUCCESS: (\d+) rules found", result.stdout)
+    assert found is not None, result.stdout
+    assert int(found.group(1)) == sum(len(g["rules"]) for g in _load(path)["groups"])
+
+
+@pytest.mark.parametrize("path", TEST_FILES, ids=lambda path: path.name)
+def test_promtool_unit_tests(path: Path) -> None:
+    assert {(path.parent / name).resolve() for name in _load(path)["rule_files"]} <= {
+        rule_file.resolve() for rule_file in RULE_FILES
+    }
+    result = _promtool("test", "rules", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_there_are_rules_and_unit_tests() -> None:
+    assert ALERTS
+    assert RECORDS
+    assert TEST_FILES
+
+
+# -- alerts --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rule", ALERTS, ids=_rule_id)
+def test_every_alert_has_a_firing_and_a_silent_promtool_case(rule: dict[str, Any]) -> None:
+    cases = [case for case in _alert_cases() if case["alertname"] == rule["alert"]]
+    # A firing case must expect this very rule: for the SLO, this window pair's labels.
+    assert any(
+        rule["labels"].items() <= expected["exp_labels"].items()
+        for case in cases
+        for expected in case.get("exp_alerts") or []
+    ), f"no promtool case expects {_rule_id(rule)} to fire"
+    assert any(not case.get("exp_alerts") for case in cases), (
+        f"no promtool case expects {rule['alert']} to stay silent"
+    )
+
+
+@pytest.mark.parametrize("rule", ALERTS, ids=_rule_id)
+def test_every_alert_is_documented(rule: dict[str, Any]) -> None:
+    assert rule["labels"]["severity"] in {"warning", "critical"}
+    assert re.fullmatch(r"[0-9]+[smhd]", rule["for"])
+    annotations = rule["annotations"]
+    assert annotations["summary"].strip()
+    assert annotations["description"].strip()
+    anchor = rule["alert"].lower()
+    assert annotations["runbook_url"] == f"{RUNBOOK_URL}#{anchor}"
+    assert anchor in {_github_anchor(heading) for heading in _runbook_headings()}
+
+
+def test_runbooks_have_one_section_per_alert() -> None:
+    headings = _runbook_headings()
+    assert len({_github_anchor(h) for h in headings}) == len(headings), "duplicate anchors"
+    alert_sections = {h for h in headings if re.fullmatch(r"Otelsse[A-Za-z]+", h)}
+    assert alert_sections == {rule["alert"] for rule in ALERTS}
+    links = re.findall(r"\]\(#([^)]+)\)", RUNBOOKS.read_text(encoding="utf-8"))
+    assert set(links) <= {_github_anchor(h) for h in headings}, "a link to no heading"
+
+
+def test_runbooks_cite_panels_the_dashboard_has() -> None:
+    text = " ".join(RUNBOOKS.read_text(encoding="utf-8").split())  # panel names wrap lines
+    cited = set(re.findall(r"\*\*([^*]+)\*\* (?:panels?|table)", text))
+    cited |= {
+        name for pair in re.findall(r"\*\*([^*]+)\*\* and \*\*([^*]+)\*\*", text) for name in pair
+    }
+    titles = set()
+    for path in (ROOT / "dashboards" / "grafana" / "dashboards").glob("*.json"):
+        titles |= {panel["title"] for panel in json.loads(path.read_text())["panels"]}
+    assert len(cited) >= 5, cited
+    assert cited <= titles, cited - titles
+
+
+def _comparisons(expr: str) -> list[str]:
+    """Each comparison with its right operand; matchers (which hold != and strings) removed."""
+    return re.findall(rf"{_OP}\s*\S+", _SELECTOR.sub(r"\1", expr))
+
+
+@pytest.mark.parametrize("rule", ALERTS, ids=_rule_id)
+def test_alert_thresholds_are_single_literal_numbers(rule: dict[str, Any]) -> None:
+    expr = rule["expr"]
+    assert _comparisons(expr), "an alert without a threshold"
+    assert len(_LITERAL_COMPARISON.findall(expr)) == len(_comparisons(expr)), expr
+    assert "bool" not in expr.split(), "a bool comparison returns every series, as 0 or 1"
+
+
+def test_alerts_with_relaxed_thresholds_are_still_valid(tmp_path: Path) -> None:
+    """The end-to-end test rewrites every threshold to ``>= -Inf``: nothing else may remain,
+    and promtool must accept the result."""
+    relaxed = [
+        {"alert": rule["alert"], "expr": _LITERAL_COMPARISON.sub(">= -Inf", rule["expr"])}
+        for rule in ALERTS
+    ]
+    for rule in relaxed:
+        assert set(_comparisons(rule["expr"])) == {">= -Inf"}, rule["expr"]
+    path = tmp_path / "relaxed.rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "relaxed", "rules": relaxed}]}))
+    result = _promtool("check", "rules", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("rule", ALERTS, ids=_rule_id)
+def test_alert_annotations_use_labels_the_alert_has(rule: dict[str, Any]) -> None:
+    available = {"severity", *rule["labels"]}
+    for name in metric_names(rule["expr"]):
+        available |= _allowed_labels(name)
+    for text in rule["annotations"].values():
+        assert set(_TEMPLATE_LABEL.findall(text)) <= available, text
+
+
+# -- the stream-success SLO ----------------------------------------------------------------------
+
+
+def test_slo_alerts_cover_the_workbook_window_pairs() -> None:
+    pairs = {
+        (rule["labels"]["long"], rule["labels"]["short"]): rule
+        for rule in ALERTS
+        if rule["alert"] == "OtelsseStreamErrorBudgetBurn"
+    }
+    assert pairs.keys() == BURN_RATES.keys()
+    for (long, short), (factor, severity) in BURN_RATES.items():
+        rule = pairs[(long, short)]
+        assert rule["labels"]["severity"] == severity
+        # Both windows must burn faster than factor x the budget; the literal is that product.
+        ratios = re.findall(rf"otelsse:stream_error:ratio_rate(\w+) > ({_NUMBER})", rule["expr"])
+        assert [window for window, _ in ratios] == [long, short]
+        for _, threshold in ratios:
+            assert float(threshold) == pytest.approx(factor * (1 - SLO_TARGET))
+        assert re.search(rf"\band on \(.+\)\s+otelsse:streams:increase{long} >= ", rule["expr"])
+
+
+def test_slo_error_ratio_counts_exactly_the_server_side_failures() -> None:
+    ratios = {
+        rule["record"]: rule["expr"]
+        for rule in RECORDS
+        if rule["record"].startswith("otelsse:stream_error:")
+    }
+    assert {name.rsplit("ratio_rate", 1)[1] for name in ratios} == {
+        "5m", "30m", "1h", "2h", "6h", "1d", "3d"
+    }  # fmt: skip
+    for expr in ratios.values():
+        numerator, denominator = expr.split("\n/\n")
+        outcomes = re.findall(r'otelsse_outcome=~"([^"]*)"', numerator)
+        assert len(outcomes) == 1
+        assert set(outcomes[0].split("|")) == semconv.ERROR_OUTCOMES
+        assert "otelsse_outcome" not in denominator, "every stream counts in the denominator"
+
+
+# -- names and labels ----------------------------------------------------------------------------
+
+
+def test_recording_rule_names_are_unique_and_conventional() -> None:
+    names = [rule["record"] for rule in RECORDS]
+    assert len(set(names)) == len(names)
+    for name in names:  # level:metric:operations, with otelsse's level
+        assert re.fullmatch(r"otelsse:[a-z0-9_]+:[a-z0-9_]+", name), name
+
+
+@pytest.mark.parametrize("rule", [rule for _, _, rule in RULES], ids=_rule_id)
+def test_rules_query_only_exported_or_recorded_series_and_labels(rule: dict[str, Any]) -> None:
+    expr = rule["expr"]
+    names = metric_names(expr)
+    assert names, expr
+    unknown = {name for name in names if name not in EXPORTED and name not in RECORDED}
+    assert not unknown, f"neither exported nor recorded here: {sorted(unknown)}"
+    for name, matchers in _SELECTOR.findall(expr):
+        if name in names:
+            assert set(_MATCHER_LABEL.findall(matchers)) <= _allowed_labels(name), name
+    allowed = frozenset().union(*(_allowed_labels(name) for name in names))
+    assert label_names(expr) <= allowed, sorted(label_names(expr) - allowed)
+
+
+def test_recorded_series_are_recorded_before_their_own_group_reads_them() -> None:
+    """A group runs its rules in order at each evaluation; other groups may read any of them."""
+    home = {rule["record"]: (file, group) for file, group, rule in RULES if "record" in rule}
+    seen: set[str] = set()
+    for file, group, rule in RULES:
+        for name in metric_names(rule["expr"]) & home.keys():
+            assert home[name] != (file, group) or name in seen, f"{_rule_id(rule)} reads {name}"
+        seen.add(rule.get("record", ""))
