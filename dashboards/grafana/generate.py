@@ -1,0 +1,869 @@
+"""Generate the otelsse Grafana overview dashboard (Classic JSON model).
+
+The committed ``dashboards/otelsse-overview.json`` is this script's output; a test checks that they
+match, so edit this file and run ``python dashboards/grafana/generate.py`` (``--check`` only
+compares). Queries use the series names the OpenTelemetry Prometheus exporter and the Collector's
+default OTLP translation (``UnderscoreEscapingWithSuffixes``) produce from ``otelsse.semconv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from otelsse import semconv
+
+OUTPUT = Path(__file__).parent / "dashboards" / "otelsse-overview.json"
+
+Json = dict[str, Any]
+
+DATASOURCE: Json = {"type": "prometheus", "uid": "${datasource}"}
+RATE = "$__rate_interval"
+RANGE = "$__range"
+
+STREAMS = "otelsse_streams_total"
+ACTIVE = "otelsse_streams_active"
+TOOL_CALLS = "otelsse_tool_calls_total"
+INSTRUMENTATION_ERRORS = "otelsse_instrumentation_errors_total"
+TTFE = "otelsse_stream_time_to_first_event_seconds_bucket"
+DURATION = "otelsse_stream_duration_seconds_bucket"
+GAP = "otelsse_stream_max_inter_event_gap_seconds_bucket"
+EVENTS = "otelsse_stream_events_bucket"
+BYTES = "otelsse_stream_bytes_bucket"
+
+#: Template variables after ``datasource``, in chain order: (name, label, Prometheus label).
+VARIABLES: tuple[tuple[str, str, str], ...] = (
+    ("job", "Job", "job"),
+    ("route", "Route", "otelsse_route"),
+    ("provider", "Provider", "gen_ai_provider_name"),
+    ("server_address", "Server", "server_address"),
+    ("model", "Model", "gen_ai_response_model"),
+)
+_STREAM_LABELS = tuple(label for _, _, label in VARIABLES)
+#: The filter labels each metric really carries: ``otelsse.streams.active`` has only route and
+#: server, the instrumentation-error counter only its stage (plus the scrape's ``job``).
+_FILTER_LABELS: dict[str, tuple[str, ...]] = {
+    ACTIVE: ("job", "otelsse_route", "server_address"),
+    INSTRUMENTATION_ERRORS: ("job",),
+}
+_VARIABLE_OF = {label: name for name, _, label in VARIABLES}
+
+#: Server-side failure outcomes (span status ERROR), in the order the failure row shows them,
+#: with what each means and what the on-call engineer should look at first.
+FAILURES: tuple[tuple[str, str, str], ...] = (
+    (
+        "truncated",
+        "Streams that ended (EOF or transport error) before the route's terminal event, or with a "
+        "partial line, event, UTF-8 sequence or open tool call pending: the caller got a partial "
+        "answer that can look complete.",
+        "Check proxies and load balancers for idle/response timeouts shorter than the longest "
+        "streams (compare with the duration p99 and the max inter-event gap), connection resets, "
+        "and provider incidents. Split by route and server, then open a truncated trace "
+        "(otelsse.outcome=truncated) to see what was pending.",
+    ),
+    (
+        "timeout",
+        "Streams where the client's own read deadline fired mid-stream.",
+        "Compare the client read timeout with the max inter-event gap and time-to-first-event "
+        "p99: reasoning models can stay silent for minutes. Raise the deadline or find why the "
+        "provider slowed down (status page, model).",
+    ),
+    (
+        "provider_error",
+        "Streams where the provider reported an error inside the stream (event: error, an error "
+        "object, response.failed), e.g. overloaded or rate limited mid-answer.",
+        "Check the provider status page and split by model and server. Callers should retry "
+        "with backoff; a sustained rate means capacity or quota problems.",
+    ),
+    (
+        "protocol_error",
+        "Streams with a wrong HTTP status or media type on a streaming route (HTTP 429/5xx, an "
+        "HTML error page from a proxy) or an event order the route forbids.",
+        "Look at http.response.status_code on the spans: 429 means rate limits or quota, 5xx or "
+        "text/html means a gateway or proxy in the path. An event-order violation after a "
+        "provider release points at an API change.",
+    ),
+    (
+        "payload_error",
+        "Streams where an event's JSON was invalid or not the route's shape, or a tool call "
+        "finished with arguments that are not exactly one JSON value.",
+        "Usually an API change or an OpenAI-compatible server that deviates from the contract. "
+        "Check that the route detection is right for that server, then capture a body and run "
+        "otelsse inspect on it.",
+    ),
+    (
+        "decode_error",
+        "Streams whose body contained invalid UTF-8: the application received text with U+FFFD "
+        "replacement characters.",
+        "Suspect something that rewrites bodies: a proxy re-chunking or transcoding, a wrong "
+        "Content-Encoding, a broken gateway. Any non-zero value is worth a ticket.",
+    ),
+    (
+        "buffer_limit",
+        "Streams where a partial line, pending event or accumulator exceeded otelsse's ceiling; "
+        "parsing stopped there (in observe mode the application's stream is unaffected).",
+        "See otelsse.buffer_limit_stage on the span: a stream without line breaks is malformed; "
+        "very large legitimate tool arguments need higher otelsse Limits.",
+    ),
+)
+if {outcome for outcome, _, _ in FAILURES} != semconv.ERROR_OUTCOMES:
+    raise SystemExit("FAILURES must list exactly semconv.ERROR_OUTCOMES; update the generator")
+ERROR_REGEX = "|".join(outcome for outcome, _, _ in FAILURES)
+ERROR_MATCHER = f'otelsse_outcome=~"{ERROR_REGEX}"'
+
+OUTCOME_COLORS = {
+    "complete": "green",
+    "incomplete": "yellow",
+    "cancelled": "blue",
+    "eof_unverified": "purple",
+    "internal_error": "orange",
+    "truncated": "red",
+}
+PERCENT_STEPS = ((None, "green"), (0.01, "yellow"), (0.05, "red"))
+ANY_IS_BAD_STEPS = ((None, "green"), (1, "red"))
+
+
+# -- PromQL builders -------------------------------------------------------------------------------
+
+
+def selector(metric: str, *matchers: str) -> str:
+    """``metric{filters..., matchers...}`` with the dashboard variables the metric can honour."""
+    filters = [
+        f'{label}=~"${_VARIABLE_OF[label]}"' for label in _FILTER_LABELS.get(metric, _STREAM_LABELS)
+    ]
+    return f"{metric}{{{', '.join([*filters, *matchers])}}}"
+
+
+def _sum(by: tuple[str, ...], inner: str) -> str:
+    return f"sum by ({', '.join(by)}) ({inner})" if by else f"sum({inner})"
+
+
+def _aggregate(
+    fn: str, window: str, metric: str, matchers: tuple[str, ...], by: tuple[str, ...]
+) -> str:
+    return _sum(by, f"{fn}({selector(metric, *matchers)}[{window}])")
+
+
+def per_second(metric: str, *matchers: str, by: tuple[str, ...] = ()) -> str:
+    return _aggregate("rate", RATE, metric, matchers, by)
+
+
+def per_interval(metric: str, *matchers: str, by: tuple[str, ...] = ()) -> str:
+    """How many per graph step: small counts read better as numbers than as rates."""
+    return _aggregate("increase", RATE, metric, matchers, by)
+
+
+def over_range(metric: str, *matchers: str, by: tuple[str, ...] = ()) -> str:
+    return _aggregate("increase", RANGE, metric, matchers, by)
+
+
+def ratio(metric: str, matcher: str, by: tuple[str, ...] = (), window: str = RATE) -> str:
+    """Share of ``metric`` matching ``matcher``: numerator and denominator grouped alike."""
+    fn = "rate" if window == RATE else "increase"
+    part = _aggregate(fn, window, metric, (matcher,), by)
+    return f"{part} / {_aggregate(fn, window, metric, (), by)}"
+
+
+def quantile(q: float, bucket: str, by: tuple[str, ...] = (), window: str = RATE) -> str:
+    fn = "rate" if window == RATE else "increase"
+    return f"histogram_quantile({q}, {_aggregate(fn, window, bucket, (), ('le', *by))})"
+
+
+# -- panel builders --------------------------------------------------------------------------------
+
+
+def target(expr: str, legend: str = "", *, instant: bool = False, table: bool = False) -> Json:
+    t: Json = {"datasource": DATASOURCE, "expr": expr, "legendFormat": legend or "__auto"}
+    t |= {"instant": instant or table, "range": not (instant or table)}
+    if table:
+        t["format"] = "table"
+    return t
+
+
+def thresholds(steps: tuple[tuple[float | None, str], ...]) -> Json:
+    return {
+        "mode": "absolute",
+        "steps": [{"color": color, "value": value} for value, color in steps],
+    }
+
+
+def color_overrides(colors: dict[str, str]) -> list[Json]:
+    return [
+        {
+            "matcher": {"id": "byName", "options": name},
+            "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": color}}],
+        }
+        for name, color in colors.items()
+    ]
+
+
+def _panel(kind: str, title: str, description: str, targets: list[Json], w: int, h: int) -> Json:
+    for index, t in enumerate(targets):
+        t["refId"] = chr(ord("A") + index)
+    return {
+        "type": kind,
+        "title": title,
+        "description": description,
+        "datasource": DATASOURCE,
+        "gridPos": {"h": h, "w": w},
+        "targets": targets,
+    }
+
+
+def stat(
+    title: str,
+    description: str,
+    expr: str,
+    *,
+    unit: str,
+    steps: tuple[tuple[float | None, str], ...] = ((None, "blue"),),
+    decimals: int = 2,
+    w: int = 3,
+) -> Json:
+    panel = _panel("stat", title, description, [target(expr, instant=True)], w, 4)
+    panel["fieldConfig"] = {
+        "defaults": {
+            "unit": unit,
+            "decimals": decimals,
+            "color": {"mode": "thresholds"},
+            "thresholds": thresholds(steps),
+            "mappings": [],
+        },
+        "overrides": [],
+    }
+    panel["options"] = {
+        "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+        "colorMode": "background",
+        "graphMode": "none",
+        "justifyMode": "auto",
+        "orientation": "auto",
+        "textMode": "auto",
+    }
+    return panel
+
+
+def timeseries(
+    title: str,
+    description: str,
+    targets: list[Json],
+    *,
+    unit: str,
+    steps: tuple[tuple[float | None, str], ...] | None = None,
+    stack: bool = False,
+    colors: dict[str, str] | None = None,
+    w: int = 12,
+) -> Json:
+    panel = _panel("timeseries", title, description, targets, w, 8)
+    panel["fieldConfig"] = {
+        "defaults": {
+            "unit": unit,
+            "min": 0,
+            "color": {"mode": "palette-classic"},
+            "thresholds": thresholds(steps or ((None, "green"),)),
+            "custom": {
+                "drawStyle": "line",
+                "lineWidth": 1,
+                "fillOpacity": 20 if stack else 0,
+                "showPoints": "never",
+                "spanNulls": False,
+                "stacking": {"mode": "normal" if stack else "none", "group": "A"},
+                # Failure panels draw their thresholds, so "above the line" is visible at once.
+                "thresholdsStyle": {"mode": "dashed" if steps else "off"},
+            },
+        },
+        "overrides": color_overrides(colors or {}),
+    }
+    panel["options"] = {
+        "legend": {
+            "displayMode": "table",
+            "placement": "right",
+            "calcs": ["mean", "max", "lastNotNull"],
+            "showLegend": True,
+        },
+        "tooltip": {"mode": "multi", "sort": "desc"},
+    }
+    return panel
+
+
+def table(
+    title: str,
+    description: str,
+    targets: list[Json],
+    transformations: list[Json],
+    overrides: list[Json] | None = None,
+    *,
+    w: int = 12,
+) -> Json:
+    panel = _panel("table", title, description, targets, w, 8)
+    panel["fieldConfig"] = {
+        "defaults": {"unit": "short", "decimals": 0, "custom": {"align": "auto"}},
+        "overrides": overrides or [],
+    }
+    panel["options"] = {"showHeader": True, "cellHeight": "sm"}
+    panel["transformations"] = transformations
+    return panel
+
+
+def matrix_table(title: str, description: str, rows: str, columns: str, *matchers: str) -> Json:
+    """Streams over the range as a rows x columns grid (e.g. route x outcome)."""
+    expr = over_range(STREAMS, *matchers, by=(rows, columns))
+    grouping = {"columnField": columns, "rowField": rows, "valueField": "Value"}
+    return table(
+        title,
+        description,
+        [target(expr, table=True)],
+        [{"id": "groupingToMatrix", "options": grouping}],
+    )
+
+
+def row(title: str) -> Json:
+    return {"type": "row", "title": title, "collapsed": False, "panels": [], "gridPos": {"h": 1}}
+
+
+# -- the dashboard ---------------------------------------------------------------------------------
+
+_BY_RANGE = "over the selected time range"
+#: Failure outcomes that should never happen in normal operation: shown as counts, not shares.
+_COUNTED = {"buffer_limit": "Buffer-limit", "decode_error": "Decode-error"}
+
+
+def overview_row() -> list[Json]:
+    return [
+        row("Overview"),
+        stat(
+            "Stream success",
+            "Share of finished streams whose outcome is not a server-side failure "
+            f"({ERROR_REGEX.replace('|', ', ')}), {_BY_RANGE}. complete, incomplete "
+            "(a proper stop such as max_tokens), cancelled by the caller and eof_unverified "
+            "count as success here. Below 99 %: look at the failure row to see which outcome "
+            "drives it, then split by route and server.",
+            ratio(STREAMS, f'otelsse_outcome!~"{ERROR_REGEX}"', window=RANGE),
+            unit="percentunit",
+            steps=((None, "red"), (0.95, "yellow"), (0.99, "green")),
+        ),
+        stat(
+            "Streams finished",
+            f"Streamed responses that ended (any outcome) {_BY_RANGE}. A sudden drop to zero "
+            "with callers still active means the instrumentation or the scrape is broken, not "
+            "that traffic stopped: check the Prometheus target and the instrumentation errors.",
+            over_range(STREAMS),
+            unit="short",
+            decimals=0,
+        ),
+        stat(
+            "Active streams",
+            "Streams being read right now (sum of otelsse_streams_active; that metric carries "
+            "only route and server labels, so the provider and model filters do not apply). A "
+            "value that only grows means streams are never closed by the application (a leak) "
+            "or end without otelsse seeing it.",
+            _sum((), selector(ACTIVE)),
+            unit="short",
+            decimals=0,
+        ),
+        stat(
+            "Time to first event p95",
+            f"95th percentile of the time from request send to the first complete SSE event, "
+            f"{_BY_RANGE}: what users feel as latency. Thresholds (5 s, 10 s) are a starting "
+            "point; set them to your SLO. When high, split by route and model below and check "
+            "the provider's status page.",
+            quantile(0.95, TTFE, window=RANGE),
+            unit="s",
+            steps=((None, "green"), (5, "yellow"), (10, "red")),
+        ),
+        stat(
+            "Invalid tool calls",
+            "Share of tool calls whose arguments were not valid (not exactly one JSON value), "
+            f"{_BY_RANGE}. Running a tool from broken arguments is a correctness bug: check "
+            "which model and route produce them (tool-call panels) and whether streams were "
+            "truncated mid-call. Empty when no tool calls were made.",
+            ratio(TOOL_CALLS, 'otelsse_tool_call_valid="false"', window=RANGE),
+            unit="percentunit",
+            steps=PERCENT_STEPS,
+        ),
+        *(
+            stat(
+                f"{_COUNTED[outcome]} streams",
+                f"Number of streams that ended with outcome {outcome}, {_BY_RANGE}. {meaning} "
+                f"{action}",
+                over_range(STREAMS, f'otelsse_outcome="{outcome}"'),
+                unit="short",
+                decimals=0,
+                steps=ANY_IS_BAD_STEPS,
+            )
+            for outcome, meaning, action in FAILURES
+            if outcome in _COUNTED
+        ),
+        stat(
+            "Instrumentation errors",
+            f"Failures inside otelsse itself, {_BY_RANGE}, contained and never raised into the "
+            "application. Any non-zero value means some streams were not (fully) observed: see "
+            "the by-stage panel and the application's logs (logger otelsse), and report it.",
+            over_range(INSTRUMENTATION_ERRORS),
+            unit="short",
+            decimals=0,
+            steps=ANY_IS_BAD_STEPS,
+        ),
+    ]
+
+
+def failure_row() -> list[Json]:
+    return [
+        row("Failure rates (share of finished streams)"),
+        *(
+            stat(
+                f"{outcome} %",
+                f"Share of finished streams with outcome {outcome}, {_BY_RANGE}. {meaning} "
+                f"{action} Thresholds: yellow from 1 %, red from 5 %.",
+                ratio(STREAMS, f'otelsse_outcome="{outcome}"', window=RANGE),
+                unit="percentunit",
+                steps=PERCENT_STEPS,
+            )
+            for outcome, meaning, action in FAILURES
+        ),
+        stat(
+            "All failures %",
+            f"Share of finished streams with any server-side failure outcome, {_BY_RANGE}: the "
+            "error rate of the stream-success SLO. The individual tiles on this row say which "
+            "outcome drives it.",
+            ratio(STREAMS, ERROR_MATCHER, window=RANGE),
+            unit="percentunit",
+            steps=PERCENT_STEPS,
+        ),
+        timeseries(
+            "Failure rate by outcome",
+            "Each server-side failure outcome as a share of all finished streams, over time. "
+            "Dashed lines: 1 % and 5 %. A step change at a deploy points at the client or a "
+            "proxy; a change limited to one provider points at the provider (filter with the "
+            "variables above).",
+            [
+                target(
+                    per_second(STREAMS, ERROR_MATCHER, by=("otelsse_outcome",))
+                    + f" / ignoring (otelsse_outcome) group_left {per_second(STREAMS)}",
+                    "{{otelsse_outcome}}",
+                )
+            ],
+            unit="percentunit",
+            steps=PERCENT_STEPS,
+        ),
+        timeseries(
+            "Failure rate by route",
+            "Share of each route's finished streams that ended with a server-side failure. One "
+            "route far above the others usually means one provider or one gateway is at fault.",
+            [
+                target(
+                    ratio(STREAMS, ERROR_MATCHER, by=("otelsse_route",)),
+                    "{{otelsse_route}}",
+                )
+            ],
+            unit="percentunit",
+            steps=PERCENT_STEPS,
+        ),
+        timeseries(
+            "Truncation rate by route and server",
+            "Share of streams cut off before their terminal event, per route and server. "
+            f"{FAILURES[0][2]}",
+            [
+                target(
+                    ratio(
+                        STREAMS,
+                        'otelsse_outcome="truncated"',
+                        by=("otelsse_route", "server_address"),
+                    ),
+                    "{{otelsse_route}} {{server_address}}",
+                )
+            ],
+            unit="percentunit",
+            steps=PERCENT_STEPS,
+        ),
+        timeseries(
+            "Active streams by route and server",
+            "Streams being read at each moment, per route and server (otelsse_streams_active "
+            "has only these labels). Compare with the stream rate: a steadily rising line with a "
+            "flat finish rate is a leak of unclosed responses.",
+            [
+                target(
+                    _sum(("otelsse_route", "server_address"), selector(ACTIVE)),
+                    "{{otelsse_route}} {{server_address}}",
+                )
+            ],
+            unit="short",
+        ),
+    ]
+
+
+def traffic_row() -> list[Json]:
+    return [
+        row("Traffic"),
+        timeseries(
+            "Stream rate by outcome",
+            "Finished streams per second, stacked by outcome. The healthy picture is mostly "
+            "complete; incomplete is a proper stop the caller may still not accept (max_tokens, "
+            "content_filter). Red areas are server-side failures: see the failure row.",
+            [target(per_second(STREAMS, by=("otelsse_outcome",)), "{{otelsse_outcome}}")],
+            unit="reqps",
+            stack=True,
+            colors=OUTCOME_COLORS,
+        ),
+        timeseries(
+            "Stream rate by route",
+            "Finished streams per second per route (provider contract). A route dropping to "
+            "zero while others continue means its callers fail before streaming starts, or "
+            "route detection changed (streams moving to generic).",
+            [target(per_second(STREAMS, by=("otelsse_route",)), "{{otelsse_route}}")],
+            unit="reqps",
+            stack=True,
+        ),
+    ]
+
+
+def _quantile_targets(bucket: str, quantiles: tuple[float, ...]) -> list[Json]:
+    return [target(quantile(q, bucket), f"p{round(q * 100)}") for q in quantiles]
+
+
+def latency_row() -> list[Json]:
+    p50_95_99 = (0.5, 0.95, 0.99)
+    by_route = ("otelsse_route",)
+    return [
+        row("Latency and size"),
+        timeseries(
+            "Time to first event",
+            "p50, p95 and p99 of the time from request send to the first complete SSE event "
+            "(from the histogram). p99 far above p95 means a few very slow starts: split by "
+            "model; everything rising together points at the provider or the network.",
+            _quantile_targets(TTFE, p50_95_99),
+            unit="s",
+        ),
+        timeseries(
+            "Time to first event p95 by route",
+            "95th percentile of time to first event per route: which provider slowed down. "
+            "If only one route rises, check that provider's status page and the model filter; "
+            "if all rise together, look at the network or a shared gateway.",
+            [target(quantile(0.95, TTFE, by_route), "{{otelsse_route}}")],
+            unit="s",
+        ),
+        timeseries(
+            "Stream duration",
+            "p50, p95 and p99 of the whole stream, from request send to its end (any outcome). "
+            "Long answers are normal for LLMs; compare p99 with every timeout in the path "
+            "(client, proxy, load balancer): streams near a timeout get truncated.",
+            _quantile_targets(DURATION, p50_95_99),
+            unit="s",
+        ),
+        timeseries(
+            "Stream duration p95 by route",
+            "95th percentile of stream duration per route. A route whose duration climbs "
+            "towards a proxy or client timeout is the next one to show truncations or timeouts.",
+            [target(quantile(0.95, DURATION, by_route), "{{otelsse_route}}")],
+            unit="s",
+        ),
+        timeseries(
+            "Max inter-event gap p95 by route",
+            "95th percentile of each stream's longest silence between two events. Proxies "
+            "with idle timeouts cut streams whose gap exceeds the timeout, and clients time "
+            "out on it: keep every idle/read timeout well above this line's p99.",
+            [target(quantile(0.95, GAP, by_route), "{{otelsse_route}}")],
+            unit="s",
+            w=8,
+        ),
+        timeseries(
+            "Events per stream",
+            "p50 and p95 of SSE events per stream. A drop with unchanged traffic means shorter "
+            "answers (max_tokens, early stops) or truncation; a jump can mean a provider "
+            "changed its chunking.",
+            _quantile_targets(EVENTS, (0.5, 0.95)),
+            unit="short",
+            w=8,
+        ),
+        timeseries(
+            "Bytes per stream",
+            "p50 and p95 of response body bytes per stream. Useful with the buffer-limit "
+            "errors: streams near otelsse's limits, or a provider suddenly sending much larger "
+            "events.",
+            _quantile_targets(BYTES, (0.5, 0.95)),
+            unit="bytes",
+            w=8,
+        ),
+    ]
+
+
+def stop_and_tools_row() -> list[Json]:
+    return [
+        row("Stop reasons and tool calls"),
+        timeseries(
+            "Stop reasons",
+            "Finished streams per second by the provider's stop/finish reason as sent (stop, "
+            "length, tool_calls, end_turn, max_tokens, STOP, ...); streams without one (e.g. "
+            "truncated) are left out. Rising length/max_tokens means answers are cut by the "
+            "token limit (outcome incomplete); content_filter/refusal rising is a policy "
+            "change, not an outage.",
+            [
+                target(
+                    per_second(
+                        STREAMS,
+                        'otelsse_stop_reason!=""',
+                        by=("otelsse_route", "otelsse_stop_reason"),
+                    ),
+                    "{{otelsse_route}} {{otelsse_stop_reason}}",
+                )
+            ],
+            unit="reqps",
+            stack=True,
+        ),
+        matrix_table(
+            "Stop reasons by route",
+            f"Finished streams {_BY_RANGE}, per route and stop reason (streams that ended "
+            "without one are not counted here).",
+            "otelsse_route",
+            "otelsse_stop_reason",
+            'otelsse_stop_reason!=""',
+        ),
+        timeseries(
+            "Tool calls by validity",
+            "Tool calls per second whose arguments were valid (exactly one JSON value) or not. "
+            "Invalid calls must never reach the tool: if they rise, check truncation in the "
+            "same period and which model produces them.",
+            [
+                target(
+                    per_second(TOOL_CALLS, by=("otelsse_tool_call_valid",)),
+                    "valid={{otelsse_tool_call_valid}}",
+                )
+            ],
+            unit="reqps",
+            stack=True,
+            colors={"valid=true": "green", "valid=false": "red"},
+        ),
+        timeseries(
+            "Invalid tool calls by route",
+            "Share of each route's tool calls with invalid arguments. Empty for routes that "
+            "made no tool calls in the window.",
+            [
+                target(
+                    ratio(TOOL_CALLS, 'otelsse_tool_call_valid="false"', by=("otelsse_route",)),
+                    "{{otelsse_route}}",
+                )
+            ],
+            unit="percentunit",
+            steps=PERCENT_STEPS,
+        ),
+    ]
+
+
+def errors_row() -> list[Json]:
+    return [
+        row("Errors that need an engineer"),
+        timeseries(
+            "Buffer-limit and decode errors",
+            "Streams per interval that ended in buffer_limit (a buffer exceeded otelsse's "
+            "ceiling) or decode_error (invalid UTF-8 in the body), by route and outcome. Neither "
+            "should happen in normal operation: buffer_limit means malformed streams or limits "
+            "too low for big tool arguments; decode_error means something rewrites bodies.",
+            [
+                target(
+                    per_interval(
+                        STREAMS,
+                        'otelsse_outcome=~"buffer_limit|decode_error"',
+                        by=("otelsse_route", "otelsse_outcome"),
+                    ),
+                    "{{otelsse_route}} {{otelsse_outcome}}",
+                )
+            ],
+            unit="short",
+        ),
+        timeseries(
+            "Instrumentation errors by stage",
+            "Failures inside otelsse per interval, by the stage where they happened (send, "
+            "content_encoding, feed, finish, end_span, stream_finished, record_metrics). The "
+            "application is never affected, but the affected streams lack telemetry. Read the "
+            "otelsse logger's output and report the stage and traceback.",
+            [
+                target(
+                    per_interval(INSTRUMENTATION_ERRORS, by=("otelsse_instrumentation_stage",)),
+                    "{{otelsse_instrumentation_stage}}",
+                )
+            ],
+            unit="short",
+        ),
+    ]
+
+
+def breakdown_row() -> list[Json]:
+    by_model = ("gen_ai_provider_name", "gen_ai_response_model", "server_address")
+    renamed = {"Value #A": "Streams", "Value #B": "Failure %", "Value #C": "TTFE p95"}
+    return [
+        row("Breakdown"),
+        matrix_table(
+            "Streams by route and outcome",
+            f"Finished streams {_BY_RANGE}, one row per route, one column per outcome: the "
+            "quickest way to see which route contributes which failure.",
+            "otelsse_route",
+            "otelsse_outcome",
+        ),
+        table(
+            "Models",
+            f"Per provider, model and server, {_BY_RANGE}: finished streams, share of "
+            "server-side failures and time-to-first-event p95. Sort by a column to find the "
+            "worst model.",
+            [
+                target(over_range(STREAMS, by=by_model), table=True),
+                target(
+                    ratio(STREAMS, ERROR_MATCHER, by_model, RANGE),
+                    table=True,
+                ),
+                target(quantile(0.95, TTFE, by_model, RANGE), table=True),
+            ],
+            [
+                {"id": "merge", "options": {}},
+                {
+                    "id": "organize",
+                    "options": {"excludeByName": {"Time": True}, "renameByName": renamed},
+                },
+            ],
+            [
+                {
+                    "matcher": {"id": "byName", "options": name},
+                    "properties": [
+                        {"id": "unit", "value": unit},
+                        {"id": "decimals", "value": 2},
+                    ],
+                }
+                for name, unit in (("Failure %", "percentunit"), ("TTFE p95", "s"))
+            ],
+        ),
+    ]
+
+
+def layout(panels: list[Json]) -> list[Json]:
+    """Number the panels and flow them left to right in a 24-column grid; rows span it."""
+    x = y = line_height = 0
+    for panel_id, panel in enumerate(panels, start=1):
+        grid = panel["gridPos"]
+        w = grid.setdefault("w", 24)
+        if x + w > 24:
+            x, y, line_height = 0, y + line_height, 0
+        grid |= {"x": x, "y": y}
+        x += w
+        line_height = max(line_height, grid["h"])
+        if panel["type"] == "row":
+            x, y, line_height = 0, y + 1, 0
+        panel["id"] = panel_id
+    return panels
+
+
+def variables() -> list[Json]:
+    chain: list[Json] = [
+        {
+            "type": "datasource",
+            "name": "datasource",
+            "label": "Data source",
+            "query": "prometheus",
+            "current": {},
+            "hide": 0,
+            "includeAll": False,
+            "multi": False,
+            "options": [],
+            "refresh": 1,
+            "regex": "",
+        }
+    ]
+    earlier: list[str] = []
+    for name, label, prom_label in VARIABLES:
+        # Each variable lists values under the choices made before it (job narrows route, ...).
+        matchers = ", ".join(f'{p}=~"${_VARIABLE_OF[p]}"' for p in earlier)
+        series = f"{STREAMS}{{{matchers}}}" if earlier else STREAMS
+        query = f"label_values({series}, {prom_label})"
+        chain.append(
+            {
+                "type": "query",
+                "name": name,
+                "label": label,
+                "datasource": DATASOURCE,
+                "definition": query,
+                "query": query,
+                "current": {},
+                "hide": 0,
+                "includeAll": True,
+                "allValue": ".*",
+                "multi": True,
+                "options": [],
+                "refresh": 2,
+                "regex": "",
+                "sort": 1,
+            }
+        )
+        earlier.append(prom_label)
+    return chain
+
+
+def dashboard() -> Json:
+    panels = layout(
+        [
+            *overview_row(),
+            *failure_row(),
+            *traffic_row(),
+            *latency_row(),
+            *stop_and_tools_row(),
+            *errors_row(),
+            *breakdown_row(),
+        ]
+    )
+    return {
+        "uid": "otelsse-overview",
+        "title": "otelsse — SSE stream integrity",
+        "description": "How LLM Server-Sent-Event streams really end: outcomes, failure rates, "
+        "latency, stop reasons and tool-call validity, from otelsse's metrics.",
+        "tags": ["otelsse", "llm", "sse", "opentelemetry"],
+        "schemaVersion": 39,
+        "version": 1,
+        "editable": True,
+        "graphTooltip": 1,
+        "time": {"from": "now-1h", "to": "now"},
+        "refresh": "30s",
+        "timezone": "",
+        "fiscalYearStartMonth": 0,
+        "liveNow": False,
+        "weekStart": "",
+        "id": None,
+        "links": [],
+        "annotations": {
+            "list": [
+                {
+                    "builtIn": 1,
+                    "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+                    "enable": True,
+                    "hide": True,
+                    "iconColor": "rgba(0, 211, 255, 1)",
+                    "name": "Annotations & Alerts",
+                    "type": "dashboard",
+                }
+            ]
+        },
+        "templating": {"list": variables()},
+        "panels": panels,
+    }
+
+
+def render() -> str:
+    return json.dumps(dashboard(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only compare with the committed file")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else ""
+        if current != text:
+            print(f"{OUTPUT} is out of date: run {Path(__file__).name}", file=sys.stderr)
+            return 1
+        return 0
+    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
+    OUTPUT.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
