@@ -3,8 +3,11 @@
 otelsse inspect FILE [--route ROUTE|auto] [--json] [--events]
     Classify a captured response body (``-`` reads stdin). Prints the report, never content;
     exits 0 only when the outcome is ``complete`` (1 otherwise, 2 for usage errors).
-otelsse demo [--chunk-size N]
-    Run the embedded sample streams through the monitor and the enforcing reader.
+otelsse demo [--streams N | --duration S] [--prometheus-port P] [--otlp-endpoint URL] ...
+    Stream from a local fake provider with the real openai and anthropic SDKs, httpx, httpx2 and
+    requests, instrumented by otelsse; print a summary read from the exported metrics.
+otelsse demo --provider-only [--port 8400]
+    Only serve the fake provider (for the examples), until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -12,13 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
-from ._samples import SAMPLES
 from .monitor import Outcome, StreamMonitor, StreamReport
-from .reader import StreamFault, read_stream
 from .routes import AUTO, route_names
 
 __all__ = ["main"]
@@ -74,28 +76,53 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _demo(args: argparse.Namespace, out: TextIO) -> int:
-    out.write(
-        "otelsse demo: embedded sample streams, fed in "
-        f"{args.chunk_size}-byte reads through StreamMonitor and the enforcing reader\n\n"
+    from ._fake_provider import FakeProvider
+
+    if args.provider_only:
+        provider = FakeProvider(args.host, 8400 if args.port is None else args.port)
+        with provider:
+            out.write(f"fake provider at {provider.base_url} (Ctrl-C to stop)\n")
+            out.flush()
+            try:
+                provider.wait()
+            except KeyboardInterrupt:
+                pass
+        return 0
+    try:
+        from ._demo import DemoOptions, run_demo
+    except ImportError as exc:
+        sys.stderr.write(f"otelsse demo needs {exc.name}: pip install 'otelsse[demo]'\n")
+        return 2
+    options = DemoOptions(
+        streams=args.streams,
+        duration=args.duration,
+        concurrency=args.concurrency,
+        seed=args.seed,
+        speed=args.speed,
+        prometheus_port=args.prometheus_port,
+        prometheus_host=args.prometheus_host,
+        otlp_endpoint=args.otlp_endpoint,
+        otlp_protocol=args.otlp_protocol,
+        summary_json=args.summary_json,
     )
-    header = f"{'stream':<26} {'route':<24} {'outcome':<15} {'stop':<12} {'reader'}"
-    out.write(header + "\n" + "-" * len(header) + "\n")
-    for sample in SAMPLES:
-        monitor = StreamMonitor(sample.route)
-        for chunk in _chunks(sample.body, args.chunk_size):
-            monitor.feed(chunk)
-        report = monitor.close()
-        try:
-            result = read_stream(_chunks(sample.body, args.chunk_size), sample.route)
-            verdict = f"accepted ({len(result.text)} chars, {len(result.tool_calls)} tool calls)"
-        except StreamFault as fault:
-            verdict = f"StreamFault({fault.code})"
-        out.write(
-            f"{sample.name:<26} {report.route:<24} {report.outcome.value:<15} "
-            f"{report.stop_reason or '-':<12} {verdict}\n"
-        )
-    out.write("\nTry: otelsse inspect FILE.sse   (a captured body; exit 0 only when complete)\n")
+    # `docker stop` and service managers send SIGTERM: end like Ctrl-C, with the summary and
+    # the exporters flushed.
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        run_demo(options, out)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _positive(kind: type[int] | type[float]) -> Any:
+    def parse(text: str) -> int | float:
+        value = kind(text)
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be > 0: {text}")
+        return value
+
+    return parse
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -113,8 +140,33 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument(
         "--chunk-size", type=int, default=0, help="feed the body in reads of this size (0: whole)"
     )
-    demo = commands.add_parser("demo", help="run the embedded sample streams")
-    demo.add_argument("--chunk-size", type=int, default=7, help="bytes per simulated read")
+    demo = commands.add_parser(
+        "demo", help="stream from a local fake provider with otelsse instrumented"
+    )
+    amount = demo.add_mutually_exclusive_group()
+    amount.add_argument("--streams", type=_positive(int), default=60, help="streams to run (60)")
+    amount.add_argument(
+        "--duration",
+        type=_positive(float),
+        help="run for this many seconds instead; inf: until Ctrl-C",
+    )
+    demo.add_argument("--concurrency", type=_positive(int), default=4, help="streams at once (4)")
+    demo.add_argument("--seed", type=int, default=7, help="the mix of streams is seeded (7)")
+    demo.add_argument(
+        "--speed", type=_positive(float), default=1.0, help="divide the provider's delays by this"
+    )
+    demo.add_argument(
+        "--prometheus-port", type=int, help="expose the metrics for scraping on this port"
+    )
+    demo.add_argument("--prometheus-host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    demo.add_argument("--otlp-endpoint", help="also export spans and metrics over OTLP to this URL")
+    demo.add_argument("--otlp-protocol", choices=("grpc", "http/protobuf"), default="grpc")
+    demo.add_argument("--summary-json", metavar="FILE", help="also write the summary as JSON")
+    demo.add_argument(
+        "--provider-only", action="store_true", help="only serve the fake provider (examples)"
+    )
+    demo.add_argument("--host", default="127.0.0.1", help="fake provider address (--provider-only)")
+    demo.add_argument("--port", type=int, help="fake provider port (--provider-only; 8400)")
     return parser
 
 

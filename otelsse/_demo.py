@@ -1,0 +1,607 @@
+"""``otelsse demo``: real clients against the fake provider, otelsse instrumented, a summary.
+
+The openai and anthropic SDKs, httpx, httpx2 and requests each stream from ``FakeProvider``
+through ``otelsse.instrument()`` with a real OpenTelemetry SDK. Everything the summary says about
+streams is read back from the metrics otelsse exported (the same numbers a Prometheus scrape or
+an OTLP receiver gets); only "what the application saw" comes from the demo's own clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import dataclasses
+import itertools
+import json
+import os
+import random
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any, TextIO
+
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    HistogramDataPoint,
+    InMemoryMetricReader,
+    MetricExporter,
+    MetricReader,
+    NumberDataPoint,
+    PeriodicExportingMetricReader,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+
+from . import semconv
+from ._fake_provider import (
+    DEFAULT_MODELS,
+    JOB_HEADER,
+    SCENARIO_HEADER,
+    UNSUPPORTED,
+    FakeProvider,
+    request_for,
+)
+
+__all__ = ["DemoOptions", "Summary", "histogram_quantile", "run_demo"]
+
+#: The clients' read timeout; the fake provider's ``timeout`` streams stall for longer.
+READ_TIMEOUT = 2.0
+
+#: How often each route is called, and by which clients (as applications really use them).
+ROUTES: dict[str, tuple[int, tuple[str, ...]]] = {
+    "openai.chat_completions": (35, ("openai", "openai-async", "httpx", "requests")),
+    "openai.responses": (20, ("openai", "openai-async", "httpx2")),
+    "anthropic.messages": (30, ("anthropic", "anthropic-async", "requests")),
+    "gemini.generate_content": (15, ("httpx", "httpx-async", "requests")),
+}
+#: The mix of endings in every 50 streams: mostly complete, as a healthy-but-imperfect provider.
+SCENARIO_DECK: dict[str, int] = {
+    "complete": 26,
+    "tool_call": 6,
+    "tool_call_invalid": 2,
+    "incomplete": 3,
+    "truncated": 5,
+    "provider_error": 4,
+    "timeout": 2,
+    "rate_limited": 2,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    number: int
+    route: str
+    client: str
+    scenario: str
+
+    @property
+    def model(self) -> str:
+        return DEFAULT_MODELS[self.route]
+
+    @property
+    def request_id(self) -> str:
+        return f"req_demo_{self.number}"
+
+
+def plan(seed: int | None) -> Iterator[Job]:
+    """An endless, seeded sequence of jobs: each 50 deal the deck above in a shuffled order (so
+    even a short run has every ending), on routes and clients drawn by their weights."""
+    rng = random.Random(seed)
+    routes = list(ROUTES)
+    route_weights = [ROUTES[route][0] for route in routes]
+    deck = [scenario for scenario, count in SCENARIO_DECK.items() for _ in range(count)]
+    number = itertools.count(1)
+    while True:
+        rng.shuffle(deck)
+        for scenario in deck:
+            route = rng.choices(routes, route_weights)[0]
+            while (route, scenario) in UNSUPPORTED:
+                route = rng.choices(routes, route_weights)[0]
+            yield Job(next(number), route, rng.choice(ROUTES[route][1]), scenario)
+
+
+# -- the clients: each streams one job to the end, as an application would -----------------
+
+
+def _headers(job: Job) -> dict[str, str]:
+    return {SCENARIO_HEADER: job.scenario, JOB_HEADER: str(job.number)}
+
+
+def _openai(job: Job, base_url: str) -> None:
+    import openai
+
+    _, body = request_for(job.route, job.model, tools=job.scenario.startswith("tool"))
+    with openai.OpenAI(
+        base_url=f"{base_url}/v1", api_key="demo", max_retries=0, timeout=READ_TIMEOUT
+    ) as client:
+        api: Any = (
+            client.chat.completions if job.route.endswith("completions") else client.responses
+        )
+        with api.create(**body, extra_headers=_headers(job)) as stream:
+            for _ in stream:
+                pass
+
+
+async def _openai_async(job: Job, base_url: str) -> None:
+    import openai
+
+    _, body = request_for(job.route, job.model, tools=job.scenario.startswith("tool"))
+    async with openai.AsyncOpenAI(
+        base_url=f"{base_url}/v1", api_key="demo", max_retries=0, timeout=READ_TIMEOUT
+    ) as client:
+        api: Any = (
+            client.chat.completions if job.route.endswith("completions") else client.responses
+        )
+        async with await api.create(**body, extra_headers=_headers(job)) as stream:
+            async for _ in stream:
+                pass
+
+
+def _anthropic(job: Job, base_url: str) -> None:
+    import anthropic
+
+    _, body = request_for(job.route, job.model, tools=job.scenario.startswith("tool"))
+    del body["stream"]  # the streaming helper, which accumulates the message as it goes
+    with anthropic.Anthropic(
+        base_url=base_url, api_key="demo", max_retries=0, timeout=READ_TIMEOUT
+    ) as client:
+        messages: Any = client.messages
+        with messages.stream(**body, extra_headers=_headers(job)) as stream:
+            for _ in stream:
+                pass
+
+
+async def _anthropic_async(job: Job, base_url: str) -> None:
+    import anthropic
+
+    _, body = request_for(job.route, job.model, tools=job.scenario.startswith("tool"))
+    async with anthropic.AsyncAnthropic(
+        base_url=base_url, api_key="demo", max_retries=0, timeout=READ_TIMEOUT
+    ) as client:
+        messages: Any = client.messages
+        async with await messages.create(**body, extra_headers=_headers(job)) as stream:
+            async for _ in stream:
+                pass
+
+
+def _httpx_like(module_name: str) -> Callable[[Job, str], None]:
+    """A plain httpx or httpx2 application: POST, check the status, read the lines."""
+
+    def call(job: Job, base_url: str) -> None:
+        module: Any = __import__(module_name)
+        path, body = request_for(job.route, job.model, tools=job.scenario.startswith("tool"))
+        with module.Client(timeout=READ_TIMEOUT) as client:
+            request = client.stream("POST", base_url + path, json=body, headers=_headers(job))
+            with request as response:
+                response.raise_for_status()
+                for _ in response.iter_lines():
+                    pass
+
+    return call
+
+
+async def _httpx_async(job: Job, base_url: str) -> None:
+    import httpx
+
+    path, body = request_for(job.route, job.model, tools=job.scenario.startswith("tool"))
+    async with httpx.AsyncClient(timeout=READ_TIMEOUT) as client:
+        request = client.stream("POST", base_url + path, json=body, headers=_headers(job))
+        async with request as response:
+            response.raise_for_status()
+            async for _ in response.aiter_lines():
+                pass
+
+
+def _requests(job: Job, base_url: str) -> None:
+    import requests
+
+    path, body = request_for(job.route, job.model, tools=job.scenario.startswith("tool"))
+    with requests.post(
+        base_url + path, json=body, headers=_headers(job), stream=True, timeout=READ_TIMEOUT
+    ) as response:
+        response.raise_for_status()
+        for _ in response.iter_lines():
+            pass
+
+
+def _in_new_loop(call: Callable[[Job, str], Any]) -> Callable[[Job, str], None]:
+    def run(job: Job, base_url: str) -> None:
+        asyncio.run(call(job, base_url))
+
+    return run
+
+
+CLIENTS: dict[str, Callable[[Job, str], None]] = {
+    "openai": _openai,
+    "openai-async": _in_new_loop(_openai_async),
+    "anthropic": _anthropic,
+    "anthropic-async": _in_new_loop(_anthropic_async),
+    "httpx": _httpx_like("httpx"),
+    "httpx2": _httpx_like("httpx2"),
+    "httpx-async": _in_new_loop(_httpx_async),
+    "requests": _requests,
+}
+
+
+# -- telemetry -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoOptions:
+    streams: int = 60
+    duration: float | None = None  # seconds; overrides ``streams``; inf = until Ctrl-C
+    concurrency: int = 4
+    seed: int | None = 7
+    speed: float = 1.0  # the fake provider's delays are divided by this
+    prometheus_port: int | None = None
+    prometheus_host: str = "127.0.0.1"
+    otlp_endpoint: str | None = None
+    otlp_protocol: str = "grpc"  # or "http/protobuf"
+    service_name: str = "otelsse-demo"
+    summary_json: str | None = None  # a file to write the summary to, as JSON
+
+
+class _OutcomeByRequestId(SpanExporter):
+    """A span exporter that keeps only each stream's outcome, keyed by its request id, until
+    the demo asks for it (so memory stays flat in an endless run)."""
+
+    def __init__(self) -> None:
+        self._outcomes: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        with self._lock:
+            for span in spans:
+                attributes = span.attributes or {}
+                request_id = attributes.get(semconv.REQUEST_ID)
+                if request_id is not None:
+                    self._outcomes[str(request_id)] = str(attributes.get(semconv.OUTCOME))
+        return SpanExportResult.SUCCESS
+
+    def pop(self, request_id: str) -> str | None:
+        with self._lock:
+            return self._outcomes.pop(request_id, None)
+
+
+class _Telemetry:
+    """The SDK providers the demo exports through; the in-memory reader feeds the summary."""
+
+    def __init__(self, options: DemoOptions) -> None:
+        resource = Resource.create({"service.name": options.service_name})
+        self.reader = InMemoryMetricReader()
+        readers: list[MetricReader] = [self.reader]
+        self.outcomes = _OutcomeByRequestId()
+        self.tracer_provider = TracerProvider(resource=resource)
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.outcomes))
+        self.metrics_server: Any = None
+        if options.prometheus_port is not None:
+            from opentelemetry.exporter.prometheus import PrometheusMetricReader
+            from prometheus_client import start_http_server
+
+            readers.append(PrometheusMetricReader())
+            self.metrics_server, _ = start_http_server(
+                options.prometheus_port, addr=options.prometheus_host
+            )
+        if options.otlp_endpoint is not None:
+            readers.append(self._otlp(options))
+        self.meter_provider = MeterProvider(metric_readers=readers, resource=resource)
+
+    def _otlp(self, options: DemoOptions) -> MetricReader:
+        endpoint = options.otlp_endpoint
+        assert endpoint is not None
+        spans: SpanExporter
+        metrics: MetricExporter
+        if options.otlp_protocol == "grpc":
+            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+            insecure = not endpoint.startswith("https://")
+            spans = OTLPSpanExporter(endpoint=endpoint, insecure=insecure)
+            metrics = OTLPMetricExporter(endpoint=endpoint, insecure=insecure)
+        else:
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+                OTLPMetricExporter as HTTPMetricExporter,
+            )
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+                OTLPSpanExporter as HTTPSpanExporter,
+            )
+
+            base = endpoint.rstrip("/")
+            spans = HTTPSpanExporter(endpoint=f"{base}/v1/traces")
+            metrics = HTTPMetricExporter(endpoint=f"{base}/v1/metrics")
+        self.tracer_provider.add_span_processor(BatchSpanProcessor(spans))
+        return PeriodicExportingMetricReader(metrics, export_interval_millis=5000)
+
+    def flush(self) -> None:
+        self.tracer_provider.force_flush()
+        self.meter_provider.force_flush()
+
+    def shutdown(self) -> None:
+        self.tracer_provider.shutdown()
+        self.meter_provider.shutdown()
+        if self.metrics_server is not None:
+            self.metrics_server.shutdown()
+            self.metrics_server.server_close()
+
+
+# -- the summary -----------------------------------------------------------------------------
+
+
+def histogram_quantile(q: float, bounds: Sequence[float], counts: Sequence[int]) -> float | None:
+    """The ``q`` quantile of a histogram, estimated exactly as Prometheus' ``histogram_quantile``
+    does: linear interpolation inside the bucket the rank falls in, 0 as the first bucket's lower
+    bound, and the highest finite bound when the rank falls in the +Inf bucket.
+
+    ``counts`` are per-bucket (OpenTelemetry's), one more than ``bounds``.
+    """
+    cumulative = list(itertools.accumulate(counts))
+    if not cumulative or cumulative[-1] == 0:
+        return None
+    rank = q * cumulative[-1]
+    bucket = bisect.bisect_left(cumulative[:-1], rank)
+    if bucket == len(bounds):
+        return bounds[-1]
+    upper = bounds[bucket]
+    lower = bounds[bucket - 1] if bucket else 0.0
+    below = cumulative[bucket - 1] if bucket else 0
+    return lower + (upper - lower) * (rank - below) / (cumulative[bucket] - below)
+
+
+@dataclasses.dataclass
+class Summary:
+    """What the run produced: stream counts and latency from the exported metrics."""
+
+    streams: dict[str, dict[str, int]]  # route -> outcome -> count (from otelsse.streams)
+    time_to_first_event_p50: float | None
+    time_to_first_event_p95: float | None
+    tool_calls_valid: int
+    tool_calls_invalid: int
+    app_errors: int  # streams where the application's client raised
+    silent_failures: int  # the application saw no error, otelsse a server-side failure
+    elapsed: float
+
+    @property
+    def total(self) -> int:
+        return sum(sum(outcomes.values()) for outcomes in self.streams.values())
+
+    def count(self, outcome: str) -> int:
+        return sum(outcomes.get(outcome, 0) for outcomes in self.streams.values())
+
+    @property
+    def truncation_rate(self) -> float:
+        return self.count("truncated") / self.total if self.total else 0.0
+
+    @property
+    def failure_rate(self) -> float:
+        failed = sum(self.count(outcome) for outcome in semconv.ERROR_OUTCOMES)
+        return failed / self.total if self.total else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **dataclasses.asdict(self),
+            "total": self.total,
+            "truncation_rate": self.truncation_rate,
+            "failure_rate": self.failure_rate,
+        }
+
+
+def summarize(
+    reader: InMemoryMetricReader, app_errors: int, silent_failures: int, elapsed: float
+) -> Summary:
+    streams: dict[str, dict[str, int]] = {}
+    bounds: tuple[float, ...] = semconv.STREAM_TIME_TO_FIRST_EVENT.buckets or ()
+    buckets = [0] * (len(bounds) + 1)
+    tool_calls = Counter[bool]()
+    data = reader.get_metrics_data()
+    for resource_metrics in data.resource_metrics if data else ():
+        for scope_metrics in resource_metrics.scope_metrics:
+            for metric in scope_metrics.metrics:
+                for point in metric.data.data_points:
+                    attributes = point.attributes or {}
+                    if isinstance(point, HistogramDataPoint):
+                        if metric.name == semconv.STREAM_TIME_TO_FIRST_EVENT.name:
+                            assert tuple(point.explicit_bounds) == bounds
+                            counts = zip(buckets, point.bucket_counts, strict=True)
+                            buckets = [a + b for a, b in counts]
+                    elif not isinstance(point, NumberDataPoint):
+                        continue
+                    elif metric.name == semconv.STREAMS.name:
+                        route = streams.setdefault(str(attributes[semconv.ROUTE]), {})
+                        outcome = str(attributes[semconv.OUTCOME])
+                        route[outcome] = route.get(outcome, 0) + int(point.value)
+                    elif metric.name == semconv.TOOL_CALLS.name:
+                        tool_calls[bool(attributes[semconv.TOOL_CALL_VALID])] += int(point.value)
+    return Summary(
+        streams={route: outcomes for route, outcomes in sorted(streams.items())},
+        time_to_first_event_p50=histogram_quantile(0.5, bounds, buckets),
+        time_to_first_event_p95=histogram_quantile(0.95, bounds, buckets),
+        tool_calls_valid=tool_calls[True],
+        tool_calls_invalid=tool_calls[False],
+        app_errors=app_errors,
+        silent_failures=silent_failures,
+        elapsed=elapsed,
+    )
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f} s"
+
+
+def print_summary(summary: Summary, out: TextIO) -> None:
+    outcomes = [o for o in _OUTCOME_ORDER if summary.count(o)]
+    width = max([len("route"), *map(len, summary.streams)])
+    header = f"{'route':<{width}}  {'streams':>7}" + "".join(f"  {o:>{len(o)}}" for o in outcomes)
+    out.write(f"\n{header}\n{'-' * len(header)}\n")
+    rows = [(route, counts) for route, counts in summary.streams.items() if sum(counts.values())]
+    totals = {o: summary.count(o) for o in outcomes}
+    for name, counts in [*rows, ("total", totals)]:
+        line = f"{name:<{width}}  {sum(counts.values()):>7}"
+        out.write(line + "".join(f"  {counts.get(o, 0):>{len(o)}}" for o in outcomes) + "\n")
+    truncated = summary.count("truncated")
+    out.write(
+        f"\ntruncation rate        {summary.truncation_rate:.1%} "
+        f"({truncated} of {summary.total} streams)\n"
+        f"server-side failures   {summary.failure_rate:.1%} "
+        "(the outcomes that set the span status to ERROR)\n"
+        f"time to first event    p50 {_seconds(summary.time_to_first_event_p50)}, "
+        f"p95 {_seconds(summary.time_to_first_event_p95)} "
+        "(from the histogram, as Prometheus' histogram_quantile estimates it)\n"
+        f"tool calls             {summary.tool_calls_valid} valid, "
+        f"{summary.tool_calls_invalid} invalid\n"
+        f"the application saw    an exception on {summary.app_errors} streams; "
+        f"no error on {summary.silent_failures} that otelsse classified as failed\n"
+    )
+
+
+_OUTCOME_ORDER = (
+    "complete", "incomplete", "truncated", "timeout", "provider_error", "protocol_error",
+    "payload_error", "decode_error", "buffer_limit", "cancelled", "eof_unverified",
+    "internal_error",
+)  # fmt: skip
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+class _Progress:
+    def __init__(self, out: TextIO, planned: int | None) -> None:
+        self._out = out
+        self._planned = planned
+        self._tty = out.isatty()
+        self._last = 0.0
+
+    def update(self, done: int, outcomes: Counter[str], final: bool = False) -> None:
+        now = time.monotonic()
+        if not final and now - self._last < (0.2 if self._tty else 2.0):
+            return
+        self._last = now
+        of = f"/{self._planned}" if self._planned else ""
+        mix = ", ".join(f"{name} {count}" for name, count in outcomes.most_common())
+        line = f"  {done}{of} streams  {mix}"
+        self._out.write(f"\r{line:<100}" if self._tty else line + "\n")
+        if final and self._tty:
+            self._out.write("\n")
+        self._out.flush()
+
+
+class _Driver:
+    """Keeps ``concurrency`` jobs streaming until the plan or the time is used up, and tallies
+    what the application saw next to what otelsse said about each stream."""
+
+    def __init__(self, options: DemoOptions, telemetry: _Telemetry, progress: TextIO) -> None:
+        self.options = options
+        self.telemetry = telemetry
+        self.progress = _Progress(progress, None if options.duration else options.streams)
+        self.outcomes = Counter[str]()
+        self.done = self.app_errors = self.silent_failures = self.submitted = 0
+        self.interrupted = False
+        self._deadline = None if options.duration is None else time.monotonic() + options.duration
+
+    def _more(self) -> bool:
+        if self.interrupted:
+            return False
+        if self._deadline is not None:
+            return time.monotonic() < self._deadline
+        return self.submitted < self.options.streams
+
+    def drive(self, base_url: str) -> None:
+        jobs = plan(self.options.seed)
+        running: dict[Future[None], Job] = {}
+        concurrency = self.options.concurrency
+        with ThreadPoolExecutor(concurrency, "otelsse-demo") as pool:
+            try:
+                while running or self._more():
+                    while self._more() and len(running) < concurrency:
+                        job = next(jobs)
+                        running[pool.submit(CLIENTS[job.client], job, base_url)] = job
+                        self.submitted += 1
+                    finished, _ = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        self._tally(running.pop(future), future)
+                    self.progress.update(self.done, self.outcomes)
+            except KeyboardInterrupt:
+                # Stop submitting; the streams already running finish (the pool waits for them).
+                self.interrupted = True
+        self.progress.update(self.done, self.outcomes, final=True)
+
+    def _tally(self, job: Job, future: Future[None]) -> None:
+        self.done += 1
+        outcome = self.telemetry.outcomes.pop(job.request_id)
+        self.outcomes[outcome or "unknown"] += 1
+        if future.exception() is not None:
+            self.app_errors += 1
+        elif outcome in semconv.ERROR_OUTCOMES:
+            self.silent_failures += 1
+
+
+def run_demo(
+    options: DemoOptions, out: TextIO = sys.stdout, progress: TextIO = sys.stderr
+) -> Summary:
+    """Run the demo to the end (or until interrupted) and return its summary."""
+    import otelsse
+
+    telemetry = _Telemetry(options)
+    otelsse.instrument(
+        tracer_provider=telemetry.tracer_provider, meter_provider=telemetry.meter_provider
+    )
+    started = time.monotonic()
+    driver = _Driver(options, telemetry, progress)
+    try:
+        with FakeProvider(seed=options.seed, speed=options.speed) as provider:
+            out.write(
+                f"otelsse demo: streaming from a fake provider at {provider.base_url} with the "
+                "openai and anthropic SDKs, httpx, httpx2 and requests, instrumented by otelsse\n"
+            )
+            if telemetry.metrics_server is not None:
+                port = telemetry.metrics_server.server_port
+                out.write(f"metrics: http://{options.prometheus_host}:{port}/metrics\n")
+            if options.otlp_endpoint:
+                out.write(f"OTLP ({options.otlp_protocol}): {options.otlp_endpoint}\n")
+            out.flush()
+            driver.drive(provider.base_url)
+    finally:
+        otelsse.uninstrument()
+    telemetry.flush()
+    summary = summarize(
+        telemetry.reader, driver.app_errors, driver.silent_failures, time.monotonic() - started
+    )
+    print_summary(summary, out)
+    out.flush()
+    if options.summary_json:
+        # Written before the metrics are held up for scraping, so tools can read it meanwhile;
+        # renamed into place, so a reader never sees half of it.
+        with open(f"{options.summary_json}.part", "w") as file:
+            file.write(summary_json(summary))
+        os.replace(f"{options.summary_json}.part", options.summary_json)
+    if not driver.interrupted:  # an interrupted demo was asked to stop, not to linger
+        _serve_until_interrupted(telemetry, options, out)
+    telemetry.shutdown()
+    return summary
+
+
+def _serve_until_interrupted(telemetry: _Telemetry, options: DemoOptions, out: TextIO) -> None:
+    """With ``--prometheus-port``, keep the final numbers up for scraping until Ctrl-C."""
+    if telemetry.metrics_server is None:
+        return
+    port = telemetry.metrics_server.server_port
+    out.write(
+        f"\nmetrics stay up at http://{options.prometheus_host}:{port}/metrics; Ctrl-C to stop\n"
+    )
+    out.flush()
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+
+
+def summary_json(summary: Summary) -> str:
+    return json.dumps(summary.to_json(), indent=2, sort_keys=True, allow_nan=False) + "\n"

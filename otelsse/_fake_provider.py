@@ -1,0 +1,617 @@
+"""A local fake LLM provider for ``otelsse demo`` and the examples: no API key, no network.
+
+It speaks the four streaming contracts otelsse knows (OpenAI Chat Completions and Responses,
+Anthropic Messages, Gemini ``streamGenerateContent``) over plain HTTP/1.1 on 127.0.0.1, and it
+misbehaves on purpose: the ``x-otelsse-demo-scenario`` request header picks how the stream ends
+(see ``SCENARIOS``). Without the header a request gets a complete answer, or a tool call when
+it offers tools. Bodies imitate the real recorded streams closely enough for the real openai and
+anthropic SDKs to parse them.
+
+The server is asyncio on a background thread, so a cut connection or a stalled stream costs one
+coroutine and the demo's clients, on other threads, see exactly what a real network would show.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import re
+import threading
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+__all__ = [
+    "DEFAULT_MODELS",
+    "EXPECTED_OUTCOME",
+    "ROUTE_PATHS",
+    "SCENARIOS",
+    "SCENARIO_HEADER",
+    "WEATHER_TOOL",
+    "FakeProvider",
+    "Turn",
+    "request_for",
+    "script_events",
+]
+
+#: Request header naming the scenario; ``x-otelsse-demo-job`` becomes the response's request id.
+SCENARIO_HEADER = "x-otelsse-demo-scenario"
+JOB_HEADER = "x-otelsse-demo-job"
+
+#: Every scenario and the outcome otelsse must report for it.
+EXPECTED_OUTCOME: dict[str, str] = {
+    "complete": "complete",
+    "tool_call": "complete",
+    "tool_call_invalid": "payload_error",  # a tool stop, but the arguments are cut JSON
+    "incomplete": "incomplete",  # the token limit: length / max_tokens / MAX_TOKENS
+    "truncated": "truncated",  # the connection closes mid-stream
+    "provider_error": "provider_error",  # an error event inside a 200 stream
+    "timeout": "timeout",  # the stream stalls past the client's read timeout
+    "rate_limited": "protocol_error",  # HTTP 429 with a JSON body on a streaming route
+}
+SCENARIOS: tuple[str, ...] = tuple(EXPECTED_OUTCOME)
+
+#: Request paths by route (Gemini's carries the model: ``/v1beta/models/{model}:...``).
+ROUTE_PATHS: dict[str, str] = {
+    "openai.chat_completions": "/v1/chat/completions",
+    "openai.responses": "/v1/responses",
+    "anthropic.messages": "/v1/messages",
+    "gemini.generate_content": "/v1beta/models/{model}:streamGenerateContent?alt=sse",
+}
+DEFAULT_MODELS: dict[str, str] = {
+    "openai.chat_completions": "gpt-4o-mini",
+    "openai.responses": "gpt-4.1",
+    "anthropic.messages": "claude-sonnet-4-5",
+    "gemini.generate_content": "gemini-2.5-flash",
+}
+_GEMINI_PATH = re.compile(r"^/v1beta/models/([^/:]+):streamGenerateContent$")
+
+_ANSWER_TEXT = (
+    "Server-Sent Events end when the provider says so, not when the socket goes quiet. "
+    "A stream that stops early looks like a short answer unless someone checks."
+)
+_ANSWER = _ANSWER_TEXT.split(" ")
+_TOOL_NAME = "get_weather"
+_TOOL_ARGUMENTS = '{"city": "Paris", "unit": "celsius"}'
+#: The one tool the fake provider calls, with its JSON Schema (OpenAI function shape).
+WEATHER_TOOL: dict[str, Any] = {
+    "name": _TOOL_NAME,
+    "description": "Current weather for a city.",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
+}
+
+
+class Turn(NamedTuple):
+    """What one answer says; ``script_events`` renders it in a route's wire format."""
+
+    model: str
+    scenario: str
+    words: int  # how many words of text before the ending
+    request_id: str
+
+
+def _sse(data: Any, event: str | None = None) -> bytes:
+    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    return (f"event: {event}\n" if event else "").encode() + f"data: {text}\n\n".encode()
+
+
+def _pieces(text: str, parts: int = 3) -> list[str]:
+    size = max(1, -(-len(text) // parts))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _tool_arguments(turn: Turn) -> str:
+    if turn.scenario == "tool_call_invalid":
+        return _TOOL_ARGUMENTS[: len(_TOOL_ARGUMENTS) // 2]  # a gateway dropped the rest
+    return _TOOL_ARGUMENTS
+
+
+def _chat(turn: Turn) -> list[bytes]:
+    base = {
+        "id": f"chatcmpl-{turn.request_id}",
+        "object": "chat.completion.chunk",
+        "created": 1764460800,
+        "model": turn.model,
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return _sse({**base, "choices": [choice]})
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    tool = turn.scenario.startswith("tool_call")
+    if not tool:
+        events += [chunk({"content": word + " "}) for word in _ANSWER[: turn.words]]
+    if turn.scenario == "provider_error":
+        error = {
+            "message": "The server had an error while processing your request.",
+            "type": "server_error",
+            "param": None,
+            "code": None,
+        }
+        return [*events, _sse({"error": error}), _sse("[DONE]")]
+    if tool:
+        call = {
+            "index": 0,
+            "id": f"call_{turn.request_id}",
+            "type": "function",
+            "function": {"name": _TOOL_NAME, "arguments": ""},
+        }
+        events.append(chunk({"tool_calls": [call]}))
+        events += [
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
+            for piece in _pieces(_tool_arguments(turn))
+        ]
+    finish = "tool_calls" if tool else "length" if turn.scenario == "incomplete" else "stop"
+    usage = {
+        "prompt_tokens": 24,
+        "completion_tokens": turn.words + 1,
+        "total_tokens": 25 + turn.words,
+    }
+    events.append(chunk({}, finish))
+    events.append(_sse({**base, "choices": [], "usage": usage}))
+    return [*events, _sse("[DONE]")]
+
+
+def _responses(turn: Turn) -> list[bytes]:
+    sequence = iter(range(10_000))
+    response: dict[str, Any] = {
+        "id": f"resp_{turn.request_id}",
+        "object": "response",
+        "created_at": 1764460800,
+        "status": "in_progress",
+        "model": turn.model,
+        "output": [],
+        "usage": None,
+        "error": None,
+        "incomplete_details": None,
+    }
+
+    def event(kind: str, **fields: Any) -> bytes:
+        return _sse({"type": kind, "sequence_number": next(sequence), **fields}, kind)
+
+    events = [
+        event("response.created", response=response),
+        event("response.in_progress", response=response),
+    ]
+    if turn.scenario.startswith("tool_call"):
+        arguments = _tool_arguments(turn)
+        item: dict[str, Any] = {
+            "id": f"fc_{turn.request_id}",
+            "type": "function_call",
+            "status": "in_progress",
+            "call_id": f"call_{turn.request_id}",
+            "name": _TOOL_NAME,
+            "arguments": "",
+        }
+        events.append(event("response.output_item.added", output_index=0, item=item))
+        events += [
+            event(
+                "response.function_call_arguments.delta",
+                item_id=item["id"],
+                output_index=0,
+                delta=piece,
+            )
+            for piece in _pieces(arguments)
+        ]
+        events.append(
+            event(
+                "response.function_call_arguments.done",
+                item_id=item["id"],
+                output_index=0,
+                arguments=arguments,
+            )
+        )
+        done_item = {**item, "status": "completed", "arguments": arguments}
+        events.append(event("response.output_item.done", output_index=0, item=done_item))
+        output: list[dict[str, Any]] = [done_item]
+    else:
+        text = ""
+        message: dict[str, Any] = {
+            "id": f"msg_{turn.request_id}",
+            "type": "message",
+            "status": "in_progress",
+            "role": "assistant",
+            "content": [],
+        }
+        part = {"type": "output_text", "text": "", "annotations": []}
+        where = {"item_id": message["id"], "output_index": 0, "content_index": 0}
+        events.append(event("response.output_item.added", output_index=0, item=message))
+        events.append(event("response.content_part.added", **where, part=part))
+        for word in _ANSWER[: turn.words]:
+            text += word + " "
+            events.append(event("response.output_text.delta", **where, delta=word + " "))
+        if turn.scenario == "provider_error":
+            return [
+                *events,
+                event("error", code="server_error", message="Something went wrong", param=None),
+            ]
+        events.append(event("response.output_text.done", **where, text=text))
+        events.append(event("response.content_part.done", **where, part={**part, "text": text}))
+        content = [{**part, "text": text}]
+        done_message = {**message, "status": "completed", "content": content}
+        events.append(event("response.output_item.done", output_index=0, item=done_message))
+        output = [done_message]
+    usage = {"input_tokens": 24, "output_tokens": turn.words + 1, "total_tokens": 25 + turn.words}
+    if turn.scenario == "incomplete":
+        final = {
+            **response,
+            "status": "incomplete",
+            "output": output,
+            "usage": usage,
+            "incomplete_details": {"reason": "max_output_tokens"},
+        }
+        return [*events, event("response.incomplete", response=final)]
+    final = {**response, "status": "completed", "output": output, "usage": usage}
+    return [*events, event("response.completed", response=final)]
+
+
+def _anthropic(turn: Turn) -> list[bytes]:
+    def event(kind: str, **fields: Any) -> bytes:
+        return _sse({"type": kind, **fields}, kind)
+
+    message: dict[str, Any] = {
+        "id": f"msg_{turn.request_id}",
+        "type": "message",
+        "role": "assistant",
+        "model": turn.model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 24, "output_tokens": 1},
+    }
+    events = [
+        event("message_start", message=message),
+        event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
+        event("ping"),
+    ]
+    for word in _ANSWER[: turn.words]:
+        delta = {"type": "text_delta", "text": word + " "}
+        events.append(event("content_block_delta", index=0, delta=delta))
+    if turn.scenario == "provider_error":
+        error = {"type": "overloaded_error", "message": "Overloaded"}
+        return [*events, event("error", error=error)]
+    events.append(event("content_block_stop", index=0))
+    stop = "max_tokens" if turn.scenario == "incomplete" else "end_turn"
+    if turn.scenario.startswith("tool_call"):
+        block = {
+            "type": "tool_use",
+            "id": f"toolu_{turn.request_id}",
+            "name": _TOOL_NAME,
+            "input": {},
+        }
+        events.append(event("content_block_start", index=1, content_block=block))
+        events += [
+            event(
+                "content_block_delta",
+                index=1,
+                delta={"type": "input_json_delta", "partial_json": piece},
+            )
+            for piece in _pieces(_tool_arguments(turn))
+        ]
+        events.append(event("content_block_stop", index=1))
+        stop = "tool_use"
+    ending: dict[str, Any] = {"stop_reason": stop, "stop_sequence": None}
+    events.append(event("message_delta", delta=ending, usage={"output_tokens": turn.words + 1}))
+    return [*events, event("message_stop")]
+
+
+def _gemini(turn: Turn) -> list[bytes]:
+    base = {"modelVersion": turn.model, "responseId": turn.request_id}
+
+    def chunk(parts: list[dict[str, Any]], finish: str | None = None) -> bytes:
+        candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "index": 0}
+        if finish:
+            candidate["finishReason"] = finish
+        return _sse({"candidates": [candidate], **base})
+
+    words = _ANSWER[: turn.words]
+    events = [chunk([{"text": " ".join(words[i : i + 4]) + " "}]) for i in range(0, len(words), 4)]
+    if turn.scenario == "provider_error":
+        error = {
+            "code": 503,
+            "message": "The model is overloaded. Please try again later.",
+            "status": "UNAVAILABLE",
+        }
+        return [*events, _sse({"error": error})]
+    if turn.scenario == "tool_call":
+        call = {"functionCall": {"name": _TOOL_NAME, "args": json.loads(_TOOL_ARGUMENTS)}}
+        events.append(chunk([call]))
+    usage = {
+        "promptTokenCount": 24,
+        "candidatesTokenCount": turn.words + 1,
+        "totalTokenCount": 25 + turn.words,
+    }
+    finish = "MAX_TOKENS" if turn.scenario == "incomplete" else "STOP"
+    last = {
+        "candidates": [
+            {
+                "content": {"parts": [{"text": ""}], "role": "model"},
+                "finishReason": finish,
+                "index": 0,
+            }
+        ],
+        "usageMetadata": usage,
+        **base,
+    }
+    return [*events, _sse(last)]
+
+
+_RENDER: dict[str, Callable[[Turn], list[bytes]]] = {
+    "openai.chat_completions": _chat,
+    "openai.responses": _responses,
+    "anthropic.messages": _anthropic,
+    "gemini.generate_content": _gemini,
+}
+#: Gemini sends function-call arguments as a JSON object, never as text: they cannot be cut.
+UNSUPPORTED: frozenset[tuple[str, str]] = frozenset(
+    {("gemini.generate_content", "tool_call_invalid")}
+)
+
+
+def script_events(route: str, turn: Turn) -> list[bytes]:
+    """The SSE events of a whole answer in ``route``'s format (before any cut or stall)."""
+    return _RENDER[route](turn)
+
+
+class _Reply(NamedTuple):
+    status: int
+    headers: list[tuple[str, str]]
+    events: list[bytes]  # the SSE events (empty for an error reply)
+    body: bytes  # an error reply's body
+    first_delay: float
+    gap: float  # seconds between events
+    cut_after: int | None  # truncated: send this many events and part of the next, then close
+    chunked: bool  # a truncated chunked body errors in the client; close-delimited looks clean
+    stall_after: int | None  # timeout: send this many events, then go silent
+
+
+def _route_of(method: str, path: str) -> tuple[str, str | None] | None:
+    """(route, model from the path) for a known streaming endpoint."""
+    if method != "POST":
+        return None
+    for route, known in ROUTE_PATHS.items():
+        if "{model}" not in known and path == known:
+            return route, None
+    match = _GEMINI_PATH.match(path)
+    return ("gemini.generate_content", match.group(1)) if match else None
+
+
+class FakeProvider:
+    """The fake provider on ``host:port`` (0 picks a free port), served from a background thread.
+
+    Use as a context manager; ``base_url`` is ``http://host:port``. ``stall`` is how long a
+    ``timeout`` stream stays silent before the server gives up on it (longer than any client's
+    read timeout in the demo). ``seed`` makes the answers' lengths and delays repeatable.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        seed: int | None = None,
+        stall: float = 6.0,
+        speed: float = 1.0,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.stall = stall
+        self._speed = speed
+        self._random = random.Random(seed)
+        self._requests = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._stopped: asyncio.Event | None = None
+        self._error: BaseException | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def __enter__(self) -> FakeProvider:
+        self._thread = threading.Thread(target=self._run, name="otelsse-fake-provider", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._loop is not None and self._stopped is not None:
+            self._loop.call_soon_threadsafe(self._stopped.set)
+        if self._thread is not None:
+            self._thread.join()
+
+    def wait(self) -> None:
+        """Block until the server stops (Ctrl-C interrupts it: ``otelsse demo --provider-only``)."""
+        assert self._thread is not None
+        while self._thread.is_alive():
+            self._thread.join(0.5)
+
+    # -- the server -------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        try:
+            self._loop.run_until_complete(self._main())
+        finally:
+            self._loop.close()
+
+    async def _main(self) -> None:
+        self._stopped = asyncio.Event()
+        handlers: set[asyncio.Task[None]] = set()
+
+        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            handlers.add(task)
+            try:
+                await self._handle(reader, writer)
+            except asyncio.CancelledError:
+                pass  # the server is stopping: this connection just ends
+            finally:
+                handlers.discard(task)
+
+        try:
+            server = await asyncio.start_server(accept, self.host, self.port)
+        except OSError as exc:
+            self._error = exc
+            self._ready.set()
+            return
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        async with server:
+            await self._stopped.wait()
+            server.close()
+            for task in list(handlers):
+                task.cancel()
+            await asyncio.gather(*handlers, return_exceptions=True)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            request_line, *header_lines = head.decode("latin-1").split("\r\n")
+            method, target, _ = request_line.split(" ", 2)
+            headers = {}
+            for line in header_lines:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+            body = await reader.readexactly(int(headers.get("content-length") or 0))
+            await self._send(writer, self._reply(method, target, headers, body))
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass  # the client went away; nothing to answer
+        except ValueError:
+            writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    def _reply(self, method: str, target: str, headers: dict[str, str], body: bytes) -> _Reply:
+        path, _, query = target.partition("?")
+        found = _route_of(method, path)
+        if found is None or (found[0] == "gemini.generate_content" and "alt=sse" not in query):
+            return _error_reply(404, "not_found", f"no streaming endpoint at {method} {path}")
+        route, path_model = found
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            return _error_reply(400, "invalid_request_error", "the body is not JSON")
+        if route != "gemini.generate_content" and request.get("stream") is not True:
+            return _error_reply(400, "invalid_request_error", "this fake provider only streams")
+        default = "tool_call" if request.get("tools") else "complete"
+        scenario = headers.get(SCENARIO_HEADER, default)
+        if scenario not in EXPECTED_OUTCOME or (route, scenario) in UNSUPPORTED:
+            return _error_reply(400, "invalid_request_error", f"unknown scenario {scenario!r}")
+        self._requests += 1
+        request_id = f"req_demo_{headers.get(JOB_HEADER) or self._requests}"[:40]
+        request_id_header = "request-id" if route == "anthropic.messages" else "x-request-id"
+        if scenario == "rate_limited":
+            reply = _error_reply(429, "rate_limit_exceeded", "Rate limit reached; retry later.")
+            return reply._replace(headers=[*reply.headers, (request_id_header, request_id)])
+        rng = self._random
+        model = path_model or str(request.get("model") or DEFAULT_MODELS[route])
+        events = script_events(
+            route, Turn(model, scenario, rng.randint(8, len(_ANSWER)), request_id)
+        )
+        # Most answers start in a few hundred milliseconds; "thinking" ones take seconds.
+        thinking = rng.random() < 0.15
+        first_delay = rng.uniform(0.6, 1.6) if thinking else rng.uniform(0.03, 0.35)
+        middle = len(events) // 2
+        return _Reply(
+            status=200,
+            headers=[
+                ("content-type", "text/event-stream; charset=utf-8"),
+                ("cache-control", "no-cache"),
+                (request_id_header, request_id),
+            ],
+            events=events,
+            body=b"",
+            first_delay=first_delay / self._speed,
+            gap=rng.uniform(0.005, 0.03) / self._speed,
+            cut_after=middle if scenario == "truncated" else None,
+            chunked=scenario != "truncated" or rng.random() < 0.5,
+            stall_after=middle if scenario == "timeout" else None,
+        )
+
+    async def _send(self, writer: asyncio.StreamWriter, reply: _Reply) -> None:
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests"}
+        lines = [f"HTTP/1.1 {reply.status} {reason[reply.status]}", "connection: close"]
+        lines += [f"{name}: {value}" for name, value in reply.headers]
+        if reply.status != 200:
+            lines.append(f"content-length: {len(reply.body)}")
+            writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + reply.body)
+            await writer.drain()
+            return
+        if reply.chunked:
+            lines.append("transfer-encoding: chunked")
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+        await writer.drain()
+        await asyncio.sleep(reply.first_delay)
+        for number, event in enumerate(reply.events):
+            if number == reply.stall_after:
+                await asyncio.sleep(self.stall)
+                return
+            if number == reply.cut_after:
+                # Part of the next event, then the connection drops: a proxy's idle cut.
+                writer.write(_frame(event[: len(event) // 2], reply.chunked))
+                await writer.drain()
+                return
+            if number:
+                await asyncio.sleep(reply.gap)
+            writer.write(_frame(event, reply.chunked))
+            await writer.drain()
+        if reply.chunked:
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+
+
+def _frame(data: bytes, chunked: bool) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data) if chunked else data
+
+
+def _error_reply(status: int, kind: str, message: str) -> _Reply:
+    body = json.dumps({"error": {"type": kind, "message": message}}).encode()
+    return _Reply(status, [("content-type", "application/json")], [], body, 0, 0, None, True, None)
+
+
+def request_for(route: str, model: str, *, tools: bool) -> tuple[str, dict[str, Any]]:
+    """(path, JSON body) of a streaming request to ``route``, as a plain HTTP client sends it."""
+    path = ROUTE_PATHS[route].format(model=model)
+    prompt = "Why do streamed answers need a terminal event?"
+    if route == "gemini.generate_content":
+        body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": prompt}]}]}
+        if tools:
+            body["tools"] = [{"functionDeclarations": [WEATHER_TOOL]}]
+    elif route == "anthropic.messages":
+        body = {
+            "model": model,
+            "max_tokens": 256,
+            "stream": True,
+            "messages": [{"role": "user", "content": prompt}],
+        }
+        if tools:
+            body["tools"] = [
+                {
+                    "name": WEATHER_TOOL["name"],
+                    "description": WEATHER_TOOL["description"],
+                    "input_schema": WEATHER_TOOL["parameters"],
+                }
+            ]
+    elif route == "openai.responses":
+        body = {"model": model, "input": prompt, "stream": True}
+        if tools:
+            body["tools"] = [{"type": "function", **WEATHER_TOOL}]
+    else:
+        body = {"model": model, "stream": True, "messages": [{"role": "user", "content": prompt}]}
+        if tools:
+            body["tools"] = [{"type": "function", "function": WEATHER_TOOL}]
+    return path, body
