@@ -1,0 +1,219 @@
+"""End to end over OTLP: ``otelsse demo --otlp-endpoint`` reaches a real receiver.
+
+The receivers run in this process and speak the real protocols: a grpcio server with the
+OpenTelemetry collector services (gRPC), and an ``http.server`` accepting protobuf POSTs on
+``/v1/traces`` and ``/v1/metrics`` (HTTP). The demo runs as a user runs it, in a subprocess with
+the SDK's own OTLP exporters. What arrives must be the demo's streams: one ``otelsse.stream``
+span per stream with the outcome the metrics counted, and cumulative ``otelsse.streams`` points
+equal to the demo's printed summary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from concurrent import futures
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf.message import Message
+from opentelemetry.proto.collector.metrics.v1 import (
+    metrics_service_pb2,
+    metrics_service_pb2_grpc,
+)
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from otelsse import semconv
+
+from ._e2e import demo_process, wait_for_summary
+
+STREAMS = 16
+
+
+class Received:
+    """Every export request a receiver got, in arrival order."""
+
+    def __init__(self) -> None:
+        self.traces: list[trace_service_pb2.ExportTraceServiceRequest] = []
+        self.metrics: list[metrics_service_pb2.ExportMetricsServiceRequest] = []
+        self.lock = threading.Lock()
+
+    def add(self, request: Message) -> None:
+        with self.lock:
+            if isinstance(request, trace_service_pb2.ExportTraceServiceRequest):
+                self.traces.append(request)
+            else:
+                self.metrics.append(request)  # type: ignore[arg-type]
+
+
+class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+    def __init__(self, received: Received) -> None:
+        self.received = received
+
+    def Export(self, request: Any, context: Any) -> Any:
+        self.received.add(request)
+        return trace_service_pb2.ExportTraceServiceResponse()
+
+
+class _MetricsService(metrics_service_pb2_grpc.MetricsServiceServicer):
+    def __init__(self, received: Received) -> None:
+        self.received = received
+
+    def Export(self, request: Any, context: Any) -> Any:
+        self.received.add(request)
+        return metrics_service_pb2.ExportMetricsServiceResponse()
+
+
+@contextlib.contextmanager
+def grpc_receiver() -> Iterator[tuple[str, Received]]:
+    received = Received()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(received), server)
+    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(_MetricsService(received), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}", received
+    finally:
+        server.stop(grace=None).wait()
+
+
+@contextlib.contextmanager
+def http_receiver() -> Iterator[tuple[str, Received]]:
+    received = Received()
+    kinds = {
+        "/v1/traces": (
+            trace_service_pb2.ExportTraceServiceRequest,
+            trace_service_pb2.ExportTraceServiceResponse,
+        ),
+        "/v1/metrics": (
+            metrics_service_pb2.ExportMetricsServiceRequest,
+            metrics_service_pb2.ExportMetricsServiceResponse,
+        ),
+    }
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            if self.headers.get("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
+            if self.path not in kinds or self.headers["Content-Type"] != "application/x-protobuf":
+                self.send_error(404)
+                return
+            request_type, response_type = kinds[self.path]
+            request = request_type()
+            request.ParseFromString(body)
+            received.add(request)
+            payload = response_type().SerializeToString()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", received
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+RECEIVERS = {"grpc": grpc_receiver, "http/protobuf": http_receiver}
+
+
+def _value(value: AnyValue) -> Any:
+    return getattr(value, value.WhichOneof("value") or "string_value")
+
+
+def _attributes(pairs: Any) -> dict[str, Any]:
+    return {pair.key: _value(pair.value) for pair in pairs}
+
+
+@pytest.fixture(scope="module", params=list(RECEIVERS))
+def exported(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[dict[str, Any], Received]]:
+    protocol = request.param
+    tmp = tmp_path_factory.mktemp("otlp")
+    with RECEIVERS[protocol]() as (endpoint, received):
+        arguments = ("--streams", str(STREAMS), "--speed", "4", "--seed", "3")
+        arguments += ("--otlp-endpoint", endpoint, "--otlp-protocol", protocol)
+        with demo_process(Path(tmp), *arguments) as (demo, summary_file):
+            summary = wait_for_summary(demo, summary_file, tmp)
+            # Without --prometheus-port the demo exits by itself, after flushing its exporters.
+            assert demo.wait(timeout=60) == 0
+        yield summary, received
+
+
+def test_one_stream_span_per_stream_with_the_outcomes_the_summary_counted(exported: Any) -> None:
+    summary, received = exported
+    spans = [
+        (resource_spans.resource, scope_spans.scope, span)
+        for request in received.traces
+        for resource_spans in request.resource_spans
+        for scope_spans in resource_spans.scope_spans
+        for span in scope_spans.spans
+    ]
+    assert len(spans) == summary["total"] == STREAMS
+    outcomes: Counter[tuple[str, str]] = Counter()
+    for resource, scope, span in spans:
+        assert _attributes(resource.attributes)["service.name"] == "otelsse-demo"
+        assert (scope.name, span.name) == ("otelsse", semconv.SPAN_NAME)
+        attributes = _attributes(span.attributes)
+        assert attributes[semconv.REQUEST_ID].startswith("req_demo_")
+        outcomes[attributes[semconv.ROUTE], attributes[semconv.OUTCOME]] += 1
+    expected = Counter(
+        {
+            (route, outcome): count
+            for route, counts in summary["streams"].items()
+            for outcome, count in counts.items()
+            if count
+        }
+    )
+    assert outcomes == expected
+    assert len({outcome for _, outcome in outcomes}) >= 3  # the mix really was mixed
+
+
+def test_the_last_cumulative_metrics_equal_the_summary(exported: Any) -> None:
+    summary, received = exported
+    streams: Counter[tuple[str, str]] = Counter()
+    names = set()
+    for request in received.metrics:  # in order: the last export holds the final totals
+        exported_now: Counter[tuple[str, str]] = Counter()
+        for resource_metrics in request.resource_metrics:
+            for scope_metrics in resource_metrics.scope_metrics:
+                assert scope_metrics.scope.name == "otelsse"
+                for metric in scope_metrics.metrics:
+                    names.add((metric.name, metric.unit))
+                    if metric.name != semconv.STREAMS.name:
+                        continue
+                    assert metric.sum.is_monotonic
+                    for point in metric.sum.data_points:
+                        # Several series (models, stop reasons) share a route and outcome.
+                        attributes = _attributes(point.attributes)
+                        key = (attributes[semconv.ROUTE], attributes[semconv.OUTCOME])
+                        exported_now[key] += int(point.as_int)
+        if exported_now:
+            streams = exported_now
+    # Everything otelsse defines arrives under its OTel name and unit (the suffixes are
+    # Prometheus'), including the error counter pre-created at 0.
+    assert names == {(spec.name, spec.unit) for spec in semconv.METRICS}
+    assert dict(streams) == {
+        (route, outcome): count
+        for route, counts in summary["streams"].items()
+        for outcome, count in counts.items()
+    }
