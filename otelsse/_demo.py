@@ -341,10 +341,11 @@ def histogram_quantile(q: float, bounds: Sequence[float], counts: Sequence[int])
     does: linear interpolation inside the bucket the rank falls in, 0 as the first bucket's lower
     bound, and the highest finite bound when the rank falls in the +Inf bucket.
 
-    ``counts`` are per-bucket (OpenTelemetry's), one more than ``bounds``.
+    ``counts`` are per-bucket (OpenTelemetry's), one more than ``bounds``. None where
+    Prometheus has no number: no observations, no finite bound, or an empty bucket at the rank.
     """
     cumulative = list(itertools.accumulate(counts))
-    if not cumulative or cumulative[-1] == 0:
+    if not bounds or cumulative[-1] == 0:
         return None
     rank = q * cumulative[-1]
     bucket = bisect.bisect_left(cumulative[:-1], rank)
@@ -353,6 +354,8 @@ def histogram_quantile(q: float, bounds: Sequence[float], counts: Sequence[int])
     upper = bounds[bucket]
     lower = bounds[bucket - 1] if bucket else 0.0
     below = cumulative[bucket - 1] if bucket else 0
+    if cumulative[bucket] == below:  # q = 0 in an empty first bucket: 0/0, NaN in Prometheus
+        return None
     return lower + (upper - lower) * (rank - below) / (cumulative[bucket] - below)
 
 

@@ -62,7 +62,7 @@ ROUTE_PATHS: dict[str, str] = {
 DEFAULT_MODELS: dict[str, str] = {
     "openai.chat_completions": "gpt-4o-mini",
     "openai.responses": "gpt-4.1",
-    "anthropic.messages": "claude-sonnet-4-5",
+    "anthropic.messages": "claude-sonnet-4-6",
     "gemini.generate_content": "gemini-2.5-flash",
 }
 _GEMINI_PATH = re.compile(r"^/v1beta/models/([^/:]+):streamGenerateContent$")
@@ -505,6 +505,8 @@ class FakeProvider:
             request = json.loads(body or b"{}")
         except ValueError:
             return _error_reply(400, "invalid_request_error", "the body is not JSON")
+        if not isinstance(request, dict):
+            return _error_reply(400, "invalid_request_error", "the body is not a JSON object")
         if route != "gemini.generate_content" and request.get("stream") is not True:
             return _error_reply(400, "invalid_request_error", "this fake provider only streams")
         default = "tool_call" if request.get("tools") else "complete"

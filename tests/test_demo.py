@@ -1,0 +1,414 @@
+"""``otelsse demo`` runs the planned mix and its summary says exactly what happened.
+
+1. ``plan(seed)`` is repeatable, deals ``SCENARIO_DECK`` in every block of 50 jobs, never asks
+   for an ``UNSUPPORTED`` pair and only uses each route's clients.
+2. ``histogram_quantile`` matches hand-computed values and, on generated histograms
+   (hypothesis), a transliteration of Prometheus' ``bucketQuantile`` (promql/quantile.go).
+3. ``run_demo`` in-process (its own SDK providers; never inside the ``otel`` fixture) with a
+   seed whose first 24 jobs deal every scenario: the summary's streams per route and outcome
+   equal the plan mapped through ``EXPECTED_OUTCOME``, tool calls equal the plan's, the
+   application errors are exactly those ``client_raises`` predicts (a truncated body's framing
+   is random per stream, so those sit between two exact bounds, and every failure is either an
+   application error or a silent one), the printed table and truncation line say the same, and
+   otelsse is uninstrumented afterwards. In ``--duration`` mode the total is the number of jobs
+   the progress line reports, and those jobs are the plan's first ones.
+4. The command line: a subprocess run's ``--summary-json`` equals the printed summary;
+   ``--provider-only`` serves until SIGINT and exits 0; invalid arguments exit 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import io
+import itertools
+import json
+import math
+import re
+import signal
+import socket
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import httpx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from otelsse import semconv
+from otelsse._demo import (
+    CLIENTS,
+    ROUTES,
+    SCENARIO_DECK,
+    DemoOptions,
+    Job,
+    Summary,
+    histogram_quantile,
+    plan,
+    print_summary,
+    run_demo,
+)
+from otelsse._fake_provider import (
+    DEFAULT_MODELS,
+    EXPECTED_OUTCOME,
+    SCENARIOS,
+    UNSUPPORTED,
+    request_for,
+)
+from otelsse.cli import main
+from otelsse.instrumentation import _TARGETS
+from tests._demo_clients import client_raises
+from tests._server import MAX_WAIT
+
+DECK_SIZE = sum(SCENARIO_DECK.values())
+STREAMS = 24
+
+
+def _jobs(seed: int, count: int) -> list[Job]:
+    return list(itertools.islice(plan(seed), count))
+
+
+def _first_seed_dealing_every_scenario(count: int) -> int:
+    return next(s for s in range(1000) if {j.scenario for j in _jobs(s, count)} == set(SCENARIOS))
+
+
+# -- the plan ------------------------------------------------------------------------------------
+
+SEEDS = [0, 7, 2024]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_plan_is_repeatable_for_a_seed(seed: int) -> None:
+    assert _jobs(seed, 3 * DECK_SIZE) == _jobs(seed, 3 * DECK_SIZE)
+    assert _jobs(seed, DECK_SIZE) != _jobs(seed + 1, DECK_SIZE)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_plan_deals_the_deck_in_every_block_of_50(seed: int) -> None:
+    assert DECK_SIZE == 50
+    jobs = _jobs(seed, 10 * DECK_SIZE)
+    assert [job.number for job in jobs] == list(range(1, len(jobs) + 1))
+    for start in range(0, len(jobs), DECK_SIZE):
+        assert Counter(job.scenario for job in jobs[start : start + DECK_SIZE]) == SCENARIO_DECK
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_plan_uses_only_supported_pairs_and_each_routes_clients(seed: int) -> None:
+    for job in _jobs(seed, 10 * DECK_SIZE):
+        assert (job.route, job.scenario) not in UNSUPPORTED, job
+        assert job.client in ROUTES[job.route][1], job
+        assert job.model == DEFAULT_MODELS[job.route]
+        assert job.request_id == f"req_demo_{job.number}"
+    assert {client for _, clients in ROUTES.values() for client in clients} == set(CLIENTS)
+
+
+# -- histogram_quantile --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("q", "bounds", "counts", "expected"),
+    [
+        # cumulative 2 4 8 8: rank 4 ends the (1, 2] bucket; rank 6 is halfway through (2, 4]
+        (0.5, [1, 2, 4], [2, 2, 4, 0], 2.0),
+        (0.75, [1, 2, 4], [2, 2, 4, 0], 3.0),
+        # the first bucket interpolates from 0, not from -Inf
+        (0.5, [10, 20], [4, 0, 0], 5.0),
+        (0.1, [10, 20], [4, 0, 0], 1.0),
+        # a rank in the +Inf bucket is the highest finite bound
+        (0.99, [1, 2], [10, 0, 1], 2.0),
+        (0.5, [1, 2], [0, 0, 5], 2.0),
+        # empty buckets between: the rank lands in the first bucket that reaches it
+        (0.5, [1, 2, 4, 8], [2, 0, 0, 2, 0], 1.0),
+        (0.75, [1, 2, 4, 8], [2, 0, 0, 2, 0], 6.0),
+        # a uniform fill of (0, 100] in ten buckets
+        (0.5, list(range(10, 101, 10)), [10] * 10 + [0], 50.0),
+        (0.95, list(range(10, 101, 10)), [10] * 10 + [0], 95.0),
+        # no observations
+        (0.5, [1, 2], [0, 0, 0], None),
+        (0.5, [], [], None),
+    ],
+)
+def test_histogram_quantile_hand_computed(
+    q: float, bounds: list[float], counts: list[int], expected: float | None
+) -> None:
+    assert histogram_quantile(q, bounds, counts) == pytest.approx(expected)
+
+
+def _prometheus_bucket_quantile(q: float, bounds: Sequence[float], counts: Sequence[int]) -> float:
+    """Prometheus 2.42 ``bucketQuantile`` for 0 < q <= 1, on OpenTelemetry's per-bucket counts
+    turned into its cumulative ``le`` buckets (the last one +Inf)."""
+    buckets = list(zip([*bounds, math.inf], itertools.accumulate(counts), strict=True))
+    observations = buckets[-1][1]
+    if len(buckets) < 2 or observations == 0:
+        return math.nan
+    rank = q * observations
+    b = next((i for i in range(len(buckets) - 1) if buckets[i][1] >= rank), len(buckets) - 1)
+    if b == len(buckets) - 1:
+        return buckets[-2][0]
+    if b == 0 and buckets[0][0] <= 0:
+        return buckets[0][0]
+    start, end, count = 0.0, buckets[b][0], buckets[b][1]
+    if b > 0:
+        start = buckets[b - 1][0]
+        count -= buckets[b - 1][1]
+        rank -= buckets[b - 1][1]
+    return start + (end - start) * (rank / count)
+
+
+@st.composite
+def _histograms(draw: st.DrawFn) -> tuple[list[float], list[int]]:
+    bounds = draw(
+        st.one_of(
+            st.just(list(semconv.STREAM_TIME_TO_FIRST_EVENT.buckets or ())),
+            st.lists(st.floats(1e-3, 1e4), min_size=1, max_size=16, unique=True).map(sorted),
+        )
+    )
+    counts = draw(st.lists(st.integers(0, 50), min_size=len(bounds) + 1, max_size=len(bounds) + 1))
+    return bounds, counts
+
+
+@given(st.floats(0, 1, exclude_min=True), _histograms())
+def test_histogram_quantile_matches_prometheus(
+    q: float, histogram: tuple[list[float], list[int]]
+) -> None:
+    bounds, counts = histogram
+    expected = _prometheus_bucket_quantile(q, bounds, counts)
+    got = histogram_quantile(q, bounds, counts)
+    if math.isnan(expected):
+        assert got is None
+    else:
+        assert got == pytest.approx(expected, rel=1e-9)
+
+
+# -- run_demo ------------------------------------------------------------------------------------
+
+
+class Table(NamedTuple):
+    rows: dict[str, dict[str, int]]  # route (and "total") -> outcome -> count, as printed
+    totals: dict[str, int]  # the "streams" column
+
+
+def _table(text: str) -> Table:
+    """The streams table ``print_summary`` prints."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("route "))
+    _, _, *outcomes = lines[start].split()
+    rows: dict[str, dict[str, int]] = {}
+    totals: dict[str, int] = {}
+    for line in itertools.takewhile(str.strip, lines[start + 2 :]):
+        name, streams, *counts = line.split()
+        totals[name] = int(streams)
+        rows[name] = {o: int(c) for o, c in zip(outcomes, counts, strict=True) if int(c)}
+    return Table(rows, totals)
+
+
+def _nonzero(streams: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    nonzero = {route: {o: n for o, n in counts.items() if n} for route, counts in streams.items()}
+    return {route: counts for route, counts in nonzero.items() if counts}
+
+
+def _expected_streams(jobs: list[Job]) -> dict[str, dict[str, int]]:
+    streams: dict[str, dict[str, int]] = {}
+    for job in jobs:
+        counts = streams.setdefault(job.route, {})
+        outcome = EXPECTED_OUTCOME[job.scenario]
+        counts[outcome] = counts.get(outcome, 0) + 1
+    return streams
+
+
+def _patched_methods() -> dict[tuple[type, str], Any]:
+    """What each method otelsse patches is right now (the class's own attribute)."""
+    found = {}
+    for _, module_name, class_name, method, _ in _TARGETS:
+        owner = getattr(importlib.import_module(module_name), class_name)
+        found[owner, method] = vars(owner)[method]
+    return found
+
+
+def _streams_done(progress: str) -> str:
+    """ "<done>/<planned>" (or "<done>") from the final progress line, which must not count a
+    stream as "unknown" (one whose span the demo could not find by its request id)."""
+    final = progress.splitlines()[-1]
+    match = re.fullmatch(r"\s*(\d+(?:/\d+)?) streams\b(.*)", final)
+    assert match, final
+    assert "unknown" not in match[2], final
+    return match[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoRun:
+    jobs: list[Job]
+    summary: Summary
+    out: str
+    progress: str
+    methods_before: dict[tuple[type, str], Any]
+    methods_after: dict[tuple[type, str], Any]
+
+
+@pytest.fixture(scope="module")
+def demo_run() -> DemoRun:
+    seed = _first_seed_dealing_every_scenario(STREAMS)
+    options = DemoOptions(streams=STREAMS, speed=4, seed=seed, concurrency=4)
+    out, progress = io.StringIO(), io.StringIO()
+    before = _patched_methods()
+    summary = run_demo(options, out=out, progress=progress)
+    after = _patched_methods()
+    return DemoRun(
+        _jobs(seed, STREAMS), summary, out.getvalue(), progress.getvalue(), before, after
+    )
+
+
+def test_run_demo_counts_the_planned_outcomes_per_route(demo_run: DemoRun) -> None:
+    summary = demo_run.summary
+    assert summary.total == STREAMS
+    assert _nonzero(summary.streams) == _expected_streams(demo_run.jobs)
+    per_route = {route: sum(counts.values()) for route, counts in summary.streams.items()}
+    assert per_route == Counter(job.route for job in demo_run.jobs)
+    scenarios = Counter(job.scenario for job in demo_run.jobs)
+    assert (summary.tool_calls_valid, summary.tool_calls_invalid) == (
+        scenarios["tool_call"],
+        scenarios["tool_call_invalid"],
+    )
+    assert summary.time_to_first_event_p50 is not None
+    assert summary.time_to_first_event_p95 is not None
+    assert summary.time_to_first_event_p50 <= summary.time_to_first_event_p95
+
+
+def test_run_demo_counts_what_the_application_saw(demo_run: DemoRun) -> None:
+    summary, jobs = demo_run.summary, demo_run.jobs
+    # A truncated body's framing is drawn per stream (chunked: the client raises; close: it
+    # does not); everything else is exact.
+    always = sum(client_raises(job, "close") for job in jobs)
+    at_most = sum(client_raises(job, "chunked") for job in jobs)
+    assert always <= summary.app_errors <= at_most
+    failures = sum(EXPECTED_OUTCOME[job.scenario] in semconv.ERROR_OUTCOMES for job in jobs)
+    assert summary.app_errors + summary.silent_failures == failures
+
+
+def test_run_demo_prints_the_summary_it_returns(demo_run: DemoRun) -> None:
+    table = _table(demo_run.out)
+    expected = _expected_streams(demo_run.jobs)
+    assert {route: row for route, row in table.rows.items() if route != "total"} == expected
+    assert table.totals == {
+        **{route: sum(counts.values()) for route, counts in expected.items()},
+        "total": STREAMS,
+    }
+    assert table.rows["total"] == Counter(EXPECTED_OUTCOME[job.scenario] for job in demo_run.jobs)
+    truncated = sum(job.scenario == "truncated" for job in demo_run.jobs)
+    [line] = [line for line in demo_run.out.splitlines() if line.startswith("truncation rate")]
+    assert line.endswith(f" {truncated / STREAMS:.1%} ({truncated} of {STREAMS} streams)")
+    assert _streams_done(demo_run.progress) == f"{STREAMS}/{STREAMS}"
+
+
+def test_run_demo_uninstruments_at_the_end(demo_run: DemoRun) -> None:
+    assert demo_run.methods_after == demo_run.methods_before
+    assert httpx.Client.send is demo_run.methods_before[httpx.Client, "send"]
+    assert not hasattr(httpx.Client.send, "__wrapped__")
+
+
+def test_run_demo_for_a_duration_summarizes_the_jobs_it_ran() -> None:
+    seed = 3
+    progress = io.StringIO()
+    options = DemoOptions(duration=3, speed=4, seed=seed, concurrency=4)
+    summary = run_demo(options, out=io.StringIO(), progress=progress)
+    done = int(_streams_done(progress.getvalue()))  # no "/<planned>" for a duration
+    assert done >= 1
+    assert summary.total == done
+    assert _nonzero(summary.streams) == _expected_streams(_jobs(seed, done))
+
+
+# -- the command line ----------------------------------------------------------------------------
+
+
+def _otelsse(*argv: str) -> list[str]:
+    return [sys.executable, "-m", "otelsse", *argv]
+
+
+def test_cli_demo_writes_the_summary_it_prints(tmp_path: Path) -> None:
+    path = tmp_path / "summary.json"
+    result = subprocess.run(
+        _otelsse(
+            "demo", "--streams", "10", "--speed", "4", "--seed", "7", "--summary-json", str(path)
+        ),
+        capture_output=True,
+        text=True,
+        timeout=MAX_WAIT * 4,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    document = json.loads(path.read_text())
+    fields = {field.name for field in dataclasses.fields(Summary)}
+    summary = Summary(**{name: document[name] for name in fields})
+    assert document["total"] == summary.total == 10
+    assert document["truncation_rate"] == summary.truncation_rate
+    assert document["failure_rate"] == summary.failure_rate
+    printed = io.StringIO()
+    print_summary(summary, printed)
+    assert printed.getvalue() in result.stdout  # every number printed is the JSON's
+    assert _nonzero(summary.streams) == _expected_streams(_jobs(7, 10))
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def _poll_until_served(process: subprocess.Popen[str], url: str, body: dict[str, Any]) -> str:
+    """POST until the provider answers (it is starting up) or the process exits."""
+    for _ in range(int(MAX_WAIT / 0.05)):
+        try:
+            return httpx.post(url, json=body, timeout=MAX_WAIT).raise_for_status().text
+        except httpx.ConnectError:
+            try:
+                process.wait(timeout=0.05)  # a pause between attempts, unless it exited
+            except subprocess.TimeoutExpired:
+                continue
+            break
+    raise AssertionError(f"the provider never answered; exit status {process.poll()}")
+
+
+def test_cli_provider_only_serves_until_sigint() -> None:
+    port = _free_port()
+    process = subprocess.Popen(
+        _otelsse("demo", "--provider-only", "--port", str(port)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        path, body = request_for("openai.chat_completions", "gpt-4o-mini", tools=False)
+        text = _poll_until_served(process, f"http://127.0.0.1:{port}{path}", body)
+        assert text.endswith("data: [DONE]\n\n")
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=MAX_WAIT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, stderr
+    assert f"fake provider at http://127.0.0.1:{port}" in stdout
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--streams", "0"],
+        ["--streams", "5", "--duration", "3"],
+        ["--duration", "-1"],
+        ["--concurrency", "0"],
+        ["--speed", "0"],
+    ],
+)
+def test_cli_demo_rejects_invalid_arguments(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["demo", *argv])
+    assert exited.value.code == 2
+    assert "error:" in capsys.readouterr().err

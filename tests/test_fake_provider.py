@@ -1,0 +1,484 @@
+"""The demo's fake provider keeps its wire contract, through every client the demo drives.
+
+``otelsse/_fake_provider.py`` serves the four streaming routes on 127.0.0.1; a request header picks
+how each stream ends (``SCENARIOS``) and ``EXPECTED_OUTCOME`` says what otelsse must report for
+it. This module proves, against a live ``FakeProvider``:
+
+1. Wire contract: every (route, scenario) pair outside ``UNSUPPORTED``, streamed by every client
+   the demo uses for the route (``otelsse._demo.CLIENTS``, the functions the demo runs, with
+   ``Job``s built here) while otelsse is instrumented (the ``otel`` fixture): exactly one
+   ``otelsse.stream`` span per job with the expected outcome, route and request id
+   ``req_demo_<job number>``, and ``otelsse.streams``/``otelsse.tool_calls`` agreeing per route.
+   Whether the application's client raised is exact too (``client_raises``, which
+   ``test_demo.py`` reuses): always for rate_limited and timeout, for provider_error only in the
+   SDKs that turn the error event into an exception, for truncated exactly when the cut body was
+   chunked. The provider picks chunked or close-delimited framing at random per truncated
+   stream, so each framing is tested with a seed found by probing (``_seed_for``) and otelsse
+   must say truncated in both cases, even where the client finishes silently.
+2. Raw HTTP (plain sockets): 404 off the streaming endpoints; a 400 JSON error for a request it
+   cannot serve; the request-id header per route; the default scenario (a tool call when the
+   request offers tools); both truncation framings end the body without the terminal event; and
+   stopping the provider ends a stalled stream in flight instead of hanging.
+3. ``script_events`` renders bodies ``StreamMonitor`` classifies as ``EXPECTED_OUTCOME``
+   (offline, for every scenario decided by the body alone), with the tool-call counts.
+4. Realism: the real openai and anthropic SDKs parse the bodies into their typed objects and
+   recover the text and tool arguments that were sent.
+
+Timeouts cost the demo's READ_TIMEOUT (2 s) each, so all of them run at once in one test.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import socket
+import threading
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple
+
+import anthropic
+import openai
+import pytest
+
+from otelsse import StreamMonitor, semconv
+from otelsse._demo import CLIENTS, READ_TIMEOUT, ROUTES, Job
+from otelsse._fake_provider import (
+    _ANSWER,
+    DEFAULT_MODELS,
+    EXPECTED_OUTCOME,
+    JOB_HEADER,
+    ROUTE_PATHS,
+    SCENARIO_HEADER,
+    SCENARIOS,
+    UNSUPPORTED,
+    FakeProvider,
+    Turn,
+    request_for,
+    script_events,
+)
+from tests._demo_clients import client_raises
+from tests._otel import Telemetry
+from tests._server import MAX_WAIT
+
+#: Longer than the clients' read timeout, so a ``timeout`` stream times out in the client.
+STALL = 3.0
+#: The provider's delays divided by this: the tests need the endings, not realistic pacing.
+SPEED = 50.0
+TOOL_ARGUMENTS = {"city": "Paris", "unit": "celsius"}
+#: Modules an application's exception may come from: the SDKs and the HTTP clients under them.
+CLIENT_LIBRARIES = frozenset({"openai", "anthropic", "httpx", "httpx2", "requests"})
+FRAMINGS = ("chunked", "close")
+
+
+def _route_clients() -> Iterator[tuple[str, str]]:
+    for route, (_, clients) in ROUTES.items():
+        for client in clients:
+            yield route, client
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeProvider]:
+    assert STALL > READ_TIMEOUT
+    with FakeProvider(seed=11, stall=STALL, speed=SPEED) as running:
+        yield running
+
+
+# -- through the demo's clients, instrumented ----------------------------------------------------
+
+
+def _run(jobs: list[Job], base_url: str) -> dict[int, Exception | None]:
+    """Run the jobs' clients at once, as the demo does; what each raised, by job number."""
+
+    def one(job: Job) -> Exception | None:
+        try:
+            CLIENTS[job.client](job, base_url)
+        except Exception as exc:
+            return exc
+        return None
+
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        return dict(zip([job.number for job in jobs], pool.map(one, jobs), strict=True))
+
+
+def _assert_raised(job: Job, raised: Exception | None, expected: bool) -> None:
+    if expected:
+        assert raised is not None, f"{job}: the client finished without an exception"
+        library = type(raised).__module__.split(".")[0]
+        assert library in CLIENT_LIBRARIES, f"{job}: {raised!r}"
+    else:
+        assert raised is None, f"{job}: {raised!r}"
+
+
+def _assert_observed(otel: Telemetry, jobs: list[Job]) -> None:
+    """One span per job with its expected outcome and route; the metrics say the same."""
+    spans: dict[Any, list[Mapping[str, Any]]] = {}
+    for span in otel.spans():
+        attributes = dict(span.attributes or {})
+        spans.setdefault(attributes.get(semconv.REQUEST_ID), []).append(attributes)
+    assert sorted(spans, key=str) == sorted(job.request_id for job in jobs)
+    for job in jobs:
+        [attributes] = spans[job.request_id]
+        assert attributes[semconv.OUTCOME] == EXPECTED_OUTCOME[job.scenario], job
+        assert attributes[semconv.ROUTE] == job.route, job
+    streams: Counter[tuple[str, str]] = Counter()
+    for point in otel.points(semconv.STREAMS.name):
+        streams[point.attributes[semconv.ROUTE], point.attributes[semconv.OUTCOME]] += point.value
+    assert +streams == Counter((job.route, EXPECTED_OUTCOME[job.scenario]) for job in jobs)
+    tool_calls: Counter[tuple[str, bool]] = Counter()
+    for point in otel.points(semconv.TOOL_CALLS.name):
+        valid = point.attributes[semconv.TOOL_CALL_VALID]
+        tool_calls[point.attributes[semconv.ROUTE], valid] += point.value
+    expected_calls = Counter(
+        (job.route, job.scenario == "tool_call")
+        for job in jobs
+        if job.scenario in ("tool_call", "tool_call_invalid")
+    )
+    assert +tool_calls == expected_calls
+
+
+@pytest.mark.parametrize(
+    ("route", "scenario", "client"),
+    [
+        pytest.param(route, scenario, client, id=f"{route}-{scenario}-{client}")
+        for route, client in _route_clients()
+        for scenario in SCENARIOS
+        # truncated and timeout have their own tests below (framing; a 2 s read timeout each)
+        if (route, scenario) not in UNSUPPORTED and scenario not in ("truncated", "timeout")
+    ],
+)
+def test_every_scenario_through_every_client(
+    otel: Telemetry, provider: FakeProvider, route: str, scenario: str, client: str
+) -> None:
+    job = Job(17, route, client, scenario)
+    raised = _run([job], provider.base_url)[job.number]
+    _assert_raised(job, raised, client_raises(job))
+    _assert_observed(otel, [job])
+
+
+@functools.cache
+def _seed_for(route: str, framing: str) -> int:
+    """A provider seed whose first stream, when truncated, is cut with ``framing``."""
+    for seed in range(64):
+        with FakeProvider(seed=seed, speed=SPEED) as probe:
+            reply = _exchange(probe.port, _stream_request(route, "truncated"))
+        if reply.framing == framing:
+            return seed
+    raise AssertionError(f"no seed in 0..63 truncates {route} with {framing} framing")
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+@pytest.mark.parametrize(
+    ("route", "client"),
+    [pytest.param(*pair, id="-".join(pair)) for pair in _route_clients()],
+)
+def test_truncated_through_every_client_in_both_framings(
+    otel: Telemetry, route: str, client: str, framing: str
+) -> None:
+    job = Job(23, route, client, "truncated")
+    with FakeProvider(seed=_seed_for(route, framing), speed=SPEED) as fresh:
+        raised = _run([job], fresh.base_url)[job.number]
+    _assert_raised(job, raised, client_raises(job, framing))
+    _assert_observed(otel, [job])
+
+
+def test_timeout_through_every_client(otel: Telemetry, provider: FakeProvider) -> None:
+    # All at once: each costs the 2 s read timeout, so in turn they would cost 26 s.
+    jobs = [
+        Job(100 + number, route, client, "timeout")
+        for number, (route, client) in enumerate(_route_clients())
+    ]
+    raised = _run(jobs, provider.base_url)
+    for job in jobs:
+        _assert_raised(job, raised[job.number], True)
+    _assert_observed(otel, jobs)
+
+
+# -- raw HTTP ------------------------------------------------------------------------------------
+
+
+class RawReply(NamedTuple):
+    status: int
+    headers: dict[str, str]
+    body: bytes  # de-chunked
+    framing: str  # "chunked", "length" or "close"
+    last_chunk: bool  # the zero-size chunk that ends a chunked body arrived
+
+
+def _http(method: str, target: str, body: bytes, headers: Mapping[str, str]) -> bytes:
+    lines = [f"{method} {target} HTTP/1.1", "host: 127.0.0.1", f"content-length: {len(body)}"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def _stream_request(
+    route: str, scenario: str | None = None, *, tools: bool = False, job: int | None = None
+) -> bytes:
+    path, body = request_for(route, DEFAULT_MODELS[route], tools=tools)
+    headers = {} if scenario is None else {SCENARIO_HEADER: scenario}
+    if job is not None:
+        headers[JOB_HEADER] = str(job)
+    return _http("POST", path, json.dumps(body).encode(), headers)
+
+
+def _dechunk(data: bytes) -> tuple[bytes, bool]:
+    body, rest = b"", data
+    while rest:
+        size_line, found, rest = rest.partition(b"\r\n")
+        if not found:
+            break
+        size = int(size_line, 16)
+        if size == 0:
+            return body, True
+        body += rest[:size]
+        rest = rest[size + 2 :]
+    return body, False
+
+
+def _exchange(port: int, request: bytes, streaming: threading.Event | None = None) -> RawReply:
+    """Send ``request`` and read the reply to EOF; ``streaming`` is set once body bytes arrive."""
+    data = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=MAX_WAIT) as connection:
+        connection.sendall(request)
+        while chunk := connection.recv(65536):
+            data += chunk
+            if streaming is not None and data.partition(b"\r\n\r\n")[2]:
+                streaming.set()
+    assert data, "the provider closed the connection without a reply"
+    head, _, payload = data.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in header_lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    if headers.get("transfer-encoding") == "chunked":
+        body, last_chunk = _dechunk(payload)
+        framing = "chunked"
+    else:
+        body, last_chunk = payload, False
+        framing = "length" if "content-length" in headers else "close"
+    return RawReply(int(status_line.split(" ")[1]), headers, body, framing, last_chunk)
+
+
+def _classify(route: str, body: bytes) -> Any:
+    monitor = StreamMonitor(route)
+    monitor.feed(body)
+    return monitor.close()
+
+
+@pytest.mark.parametrize(
+    ("method", "target"),
+    [
+        ("POST", "/v1/nope"),
+        ("GET", "/v1/chat/completions"),
+        ("POST", "/v1beta/models/gemini-2.5-flash:generateContent"),
+        ("POST", "/v1beta/models/gemini-2.5-flash:streamGenerateContent"),  # no alt=sse
+    ],
+)
+def test_unknown_endpoint_is_a_404(provider: FakeProvider, method: str, target: str) -> None:
+    reply = _exchange(provider.port, _http(method, target, b"{}", {}))
+    assert reply.status == 404
+    assert json.loads(reply.body)["error"]["type"] == "not_found"
+
+
+def _bad_requests() -> Iterator[Any]:
+    for route in ROUTE_PATHS:
+        path, body = request_for(route, DEFAULT_MODELS[route], tools=False)
+        yield pytest.param(path, b"{not json", {}, id=f"{route}-invalid-json")
+        # A JSON value that is not an object is as unusable as invalid JSON.
+        yield pytest.param(path, b"[]", {}, id=f"{route}-json-array")
+        unknown = {SCENARIO_HEADER: "meltdown"}
+        yield pytest.param(path, json.dumps(body).encode(), unknown, id=f"{route}-scenario")
+        if "stream" in body:  # Gemini streams by its path, not by a body field
+            not_streaming = json.dumps({**body, "stream": False}).encode()
+            yield pytest.param(path, not_streaming, {}, id=f"{route}-stream-false")
+    for route, scenario in UNSUPPORTED:
+        path, body = request_for(route, DEFAULT_MODELS[route], tools=True)
+        headers = {SCENARIO_HEADER: scenario}
+        yield pytest.param(path, json.dumps(body).encode(), headers, id=f"{route}-{scenario}")
+
+
+@pytest.mark.parametrize(("path", "body", "headers"), _bad_requests())
+def test_a_request_it_cannot_serve_is_a_400_json_error(
+    provider: FakeProvider, path: str, body: bytes, headers: dict[str, str]
+) -> None:
+    reply = _exchange(provider.port, _http("POST", path, body, headers))
+    assert reply.status == 400
+    assert reply.headers["content-type"] == "application/json"
+    assert json.loads(reply.body)["error"]["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize("scenario", ["complete", "rate_limited"])
+@pytest.mark.parametrize("route", ROUTE_PATHS)
+def test_request_id_header_is_named_per_route(
+    provider: FakeProvider, route: str, scenario: str
+) -> None:
+    names = ["request-id", "x-request-id"]  # anthropic's name, everyone else's
+    expected = names.pop(0 if route == "anthropic.messages" else 1)
+    [other] = names
+    with_job = _exchange(provider.port, _stream_request(route, scenario, job=42))
+    assert with_job.headers[expected] == "req_demo_42"
+    assert other not in with_job.headers
+    # Without the job header the id counts the provider's streams (this is its second).
+    without = _exchange(provider.port, _stream_request(route, scenario))
+    assert without.headers[expected] == "req_demo_2"
+
+
+@pytest.mark.parametrize("tools", [False, True])
+@pytest.mark.parametrize("route", ROUTE_PATHS)
+def test_default_scenario_is_complete_or_a_tool_call_when_offered_tools(
+    provider: FakeProvider, route: str, tools: bool
+) -> None:
+    reply = _exchange(provider.port, _stream_request(route, tools=tools))
+    assert reply.status == 200
+    assert reply.headers["content-type"].startswith("text/event-stream")
+    report = _classify(route, reply.body)
+    assert report.outcome == "complete"
+    assert (report.tool_call_count, report.tool_call_invalid_count) == (int(tools), 0)
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+@pytest.mark.parametrize("route", ROUTE_PATHS)
+def test_both_truncation_framings_end_without_the_terminal(route: str, framing: str) -> None:
+    with FakeProvider(seed=_seed_for(route, framing), speed=SPEED) as fresh:
+        reply = _exchange(fresh.port, _stream_request(route, "truncated"))
+    assert (reply.status, reply.framing, reply.last_chunk) == (200, framing, False)
+    assert not reply.body.endswith(b"\n\n")  # cut inside an event
+    report = _classify(route, reply.body)
+    assert (report.outcome, report.terminal_seen) == ("truncated", False)
+
+
+def test_stopping_ends_a_stalled_stream_in_flight() -> None:
+    # The stall outlasts every bound below: only the provider stopping can end this stream.
+    running = FakeProvider(stall=MAX_WAIT * 4, speed=SPEED).__enter__()
+    streaming = threading.Event()
+    replies: list[RawReply] = []
+    request = _stream_request("openai.responses", "timeout")
+    reader = threading.Thread(
+        target=lambda: replies.append(_exchange(running.port, request, streaming))
+    )
+    try:
+        reader.start()
+        assert streaming.wait(MAX_WAIT), "the stream never started"
+    finally:
+        stopper = threading.Thread(target=running.__exit__, args=(None, None, None))
+        stopper.start()
+        stopper.join(MAX_WAIT)
+        reader.join(MAX_WAIT)
+    assert not stopper.is_alive(), "FakeProvider.__exit__ hangs with a stream in flight"
+    assert not reader.is_alive(), "the stalled stream stayed open after the provider stopped"
+    [reply] = replies  # ended by EOF, not by the socket's timeout (that would raise)
+    assert (reply.status, reply.last_chunk) == (200, False)
+    assert _classify("openai.responses", reply.body).outcome == "truncated"
+
+
+# -- script_events, offline ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("words", [8, len(_ANSWER)])  # the range the provider draws from
+@pytest.mark.parametrize(
+    ("route", "scenario"),
+    [
+        pytest.param(route, scenario, id=f"{route}-{scenario}")
+        for route in ROUTE_PATHS
+        for scenario in SCENARIOS
+        # these end on the network (a cut, a stall, a status), not in the body
+        if scenario not in ("truncated", "timeout", "rate_limited")
+        and (route, scenario) not in UNSUPPORTED
+    ],
+)
+def test_script_events_classify_as_expected(route: str, scenario: str, words: int) -> None:
+    body = b"".join(script_events(route, Turn("model-x", scenario, words, "req_demo_5")))
+    report = _classify(route, body)
+    assert report.outcome == EXPECTED_OUTCOME[scenario]
+    tool = scenario in ("tool_call", "tool_call_invalid")
+    invalid = scenario == "tool_call_invalid"
+    assert (report.tool_call_count, report.tool_call_invalid_count) == (int(tool), int(invalid))
+    assert report.response_model == "model-x"
+
+
+# -- realism: the real SDKs parse what the provider sends ----------------------------------------
+
+
+def _assert_answer(text: str) -> None:
+    """``text`` is the first words of the provider's answer (it draws 8 to all of them)."""
+    words = text.split(" ")[:-1]
+    assert 8 <= len(words) <= len(_ANSWER), text
+    assert text == " ".join(_ANSWER[: len(words)]) + " "
+
+
+def _sdk_request(route: str, scenario: str) -> dict[str, Any]:
+    _, body = request_for(route, DEFAULT_MODELS[route], tools=scenario == "tool_call")
+    return {**body, "extra_headers": {SCENARIO_HEADER: scenario}}
+
+
+@pytest.mark.parametrize("scenario", ["complete", "tool_call"])
+def test_openai_sdk_parses_chat_chunks(provider: FakeProvider, scenario: str) -> None:
+    route = "openai.chat_completions"
+    with (
+        openai.OpenAI(base_url=f"{provider.base_url}/v1", api_key="demo", max_retries=0) as client,
+        client.chat.completions.create(**_sdk_request(route, scenario)) as stream,
+    ):
+        chunks = list(stream)
+    assert all(chunk.model == DEFAULT_MODELS[route] for chunk in chunks)
+    deltas = [chunk.choices[0].delta for chunk in chunks if chunk.choices]
+    finish = [chunk.choices[0].finish_reason for chunk in chunks if chunk.choices]
+    assert chunks[-1].usage is not None
+    if scenario == "complete":
+        _assert_answer("".join(delta.content or "" for delta in deltas))
+        assert finish[-1] == "stop"
+    else:
+        calls = [call for delta in deltas for call in delta.tool_calls or ()]
+        assert calls[0].function is not None
+        assert calls[0].function.name == "get_weather"
+        arguments = "".join(call.function.arguments or "" for call in calls if call.function)
+        assert json.loads(arguments) == TOOL_ARGUMENTS
+        assert finish[-1] == "tool_calls"
+
+
+@pytest.mark.parametrize("scenario", ["complete", "tool_call"])
+def test_openai_sdk_parses_responses_events(provider: FakeProvider, scenario: str) -> None:
+    route = "openai.responses"
+    with (
+        openai.OpenAI(base_url=f"{provider.base_url}/v1", api_key="demo", max_retries=0) as client,
+        client.responses.create(**_sdk_request(route, scenario)) as stream,
+    ):
+        events = list(stream)
+    final = events[-1]
+    assert final.type == "response.completed"
+    assert final.response.model == DEFAULT_MODELS[route]
+    if scenario == "complete":
+        text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+        _assert_answer(text)
+        assert final.response.output_text == text
+    else:
+        [item] = final.response.output
+        assert item.type == "function_call"
+        assert item.name == "get_weather"
+        assert json.loads(item.arguments) == TOOL_ARGUMENTS
+
+
+@pytest.mark.parametrize("scenario", ["complete", "tool_call"])
+def test_anthropic_stream_helper_builds_the_final_message(
+    provider: FakeProvider, scenario: str
+) -> None:
+    route = "anthropic.messages"
+    request = _sdk_request(route, scenario)
+    del request["stream"]  # the helper streams by itself
+    with (
+        anthropic.Anthropic(base_url=provider.base_url, api_key="demo", max_retries=0) as client,
+        client.messages.stream(**request) as stream,
+    ):
+        message = stream.get_final_message()
+    assert message.model == DEFAULT_MODELS[route]
+    text, *tools = message.content
+    assert text.type == "text"
+    _assert_answer(text.text)
+    if scenario == "complete":
+        assert (tools, message.stop_reason) == ([], "end_turn")
+    else:
+        [tool] = tools
+        assert tool.type == "tool_use"
+        assert (tool.name, tool.input) == ("get_weather", TOOL_ARGUMENTS)
+        assert message.stop_reason == "tool_use"
