@@ -103,7 +103,7 @@ def label_names(expr: str) -> set[str]:
 
 def substitute_grafana_variables(expr: str, *, rate_interval: str = "1m") -> str:
     """A Grafana query as Prometheus would receive it with every template variable at "All"."""
-    expr = expr.replace("$__rate_interval", rate_interval).replace("${__rate_interval}", rate_interval)
+    expr = re.sub(r"\$__rate_interval|\$\{__rate_interval\}", rate_interval, expr)
     expr = re.sub(r"\$__interval|\$\{__interval\}", "15s", expr)
     expr = re.sub(r"\$__range|\$\{__range\}", "5m", expr)
     return re.sub(r"\$\{\w+(?::\w+)?\}|\$\w+|\[\[\w+\]\]", ".*", expr)

@@ -176,7 +176,8 @@ def test_a_contained_error_is_counted_each_time_and_logged_once_without_its_mess
         for p in sdk.points(semconv.INSTRUMENTATION_ERRORS.name)
     }
     # Every stage's series exists from the start (at 0), so the first failure is an increase.
-    assert counted == {stage: 3 if stage == "feed" else 0 for stage in semconv.INSTRUMENTATION_STAGES}
+    stages = semconv.INSTRUMENTATION_STAGES
+    assert counted == {stage: 3 if stage == "feed" else 0 for stage in stages}
     records = [r for r in caplog.records if r.name == "otelsse"]
     assert len(records) == 1
     assert "ValueError" in records[0].getMessage()
