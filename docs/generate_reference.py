@@ -12,7 +12,6 @@ that the Prometheus names below equal the ones the dashboard tests check queries
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 from otelsse import semconv
 from otelsse.monitor import Outcome
 from otelsse.routes import AUTO, make_adapter, route_names
+from otelsse.semconv import prometheus_label, prometheus_series
 
 OUTPUT = Path(__file__).with_name("reference.md")
 
@@ -32,33 +32,11 @@ INSTRUMENTATION_ONLY = (
     semconv.REQUEST_ID,
 )
 
-# The OpenTelemetry -> Prometheus translation (specification: compatibility/
-# prometheus_and_openmetrics.md; the Python exporter and the Collector's default agree).
-_UNIT_SUFFIXES = {"s": "seconds", "By": "bytes"}
 _KINDS = {
     "counter": ("Counter", "counter"),
     "up_down_counter": ("UpDownCounter", "gauge"),
     "histogram": ("Histogram", "histogram"),
 }
-
-
-def prometheus_label(attribute: str) -> str:
-    """An attribute key as a Prometheus label name."""
-    return re.sub(r"[^a-zA-Z0-9_]", "_", attribute)
-
-
-def prometheus_series(spec: semconv.MetricSpec) -> tuple[str, ...]:
-    """The series names an instrument becomes: dots to underscores, the unit's suffix unless the
-    name ends with it (``{...}`` annotations add none), then the type's suffixes."""
-    base = prometheus_label(spec.name)
-    suffix = _UNIT_SUFFIXES.get(spec.unit)
-    if suffix and not base.endswith(f"_{suffix}"):
-        base = f"{base}_{suffix}"
-    if spec.kind == "counter":
-        return (f"{base}_total",)
-    if spec.kind == "histogram":
-        return (f"{base}_bucket", f"{base}_sum", f"{base}_count")
-    return (base,)
 
 
 def _code(values: Iterable[object]) -> str:

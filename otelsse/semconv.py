@@ -15,8 +15,11 @@ __all__ = [
     "METRICS",
     "AttributeSpec",
     "MetricSpec",
+    "prometheus_label",
+    "prometheus_series",
 ]
 
+import re
 from typing import NamedTuple
 
 # -- span attributes (otelsse) ----------------------------------------------------------------
@@ -406,3 +409,29 @@ INSTRUMENTATION_STAGE_DESCRIPTIONS: dict[str, str] = {
     "stream_finished": "decrementing `otelsse.streams.active`",
     "record_metrics": "recording the stream's metric points",
 }
+
+
+# -- the names Prometheus shows -----------------------------------------------------------------
+# The OpenTelemetry -> Prometheus translation (specification: compatibility/
+# prometheus_and_openmetrics.md); the Python exporter and the Collector's default
+# (UnderscoreEscapingWithSuffixes) agree on it. The dashboards and alerts are written in these.
+_UNIT_SUFFIXES = {"s": "seconds", "By": "bytes"}
+
+
+def prometheus_label(attribute: str) -> str:
+    """An attribute key as a Prometheus label name."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", attribute)
+
+
+def prometheus_series(spec: MetricSpec) -> tuple[str, ...]:
+    """The series names an instrument becomes: dots to underscores, the unit's suffix unless the
+    name already ends with it (``{...}`` annotations add none), then the type's suffixes."""
+    base = prometheus_label(spec.name)
+    suffix = _UNIT_SUFFIXES.get(spec.unit)
+    if suffix and not base.endswith(f"_{suffix}"):
+        base = f"{base}_{suffix}"
+    if spec.kind == "counter":
+        return (f"{base}_total",)
+    if spec.kind == "histogram":
+        return (f"{base}_bucket", f"{base}_sum", f"{base}_count")
+    return (base,)

@@ -2,9 +2,9 @@
 
 The dashboard, rule and end-to-end tests all check queries against ``EXPORTED``: the series names
 and label names the OpenTelemetry Prometheus exporter (and the Collector's default
-``UnderscoreEscapingWithSuffixes`` translation) makes of otelsse's instruments. The names are
-derived here by the published translation rules, and the end-to-end test confirms them against
-a real scrape, so a rename in ``semconv`` breaks every query that used the old name.
+``UnderscoreEscapingWithSuffixes`` translation) makes of otelsse's instruments, by the
+translation in ``semconv``. The end-to-end test confirms them against a real scrape, so a rename
+in ``semconv`` breaks every query that used the old name.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from otelsse import semconv
+from otelsse.semconv import prometheus_label, prometheus_series
 
 __all__ = [
     "EXPORTED",
@@ -28,25 +29,6 @@ __all__ = [
 TARGET_LABELS = frozenset(
     {"job", "instance", "otel_scope_name", "otel_scope_version", "otel_scope_schema_url"}
 )
-_UNIT_SUFFIXES = {"s": "seconds", "By": "bytes"}
-
-
-def prometheus_label(attribute: str) -> str:
-    return re.sub(r"[^a-zA-Z0-9_]", "_", attribute)
-
-
-def prometheus_series(spec: semconv.MetricSpec) -> tuple[str, ...]:
-    """The series names one instrument becomes: dots to underscores, the unit's suffix unless the
-    name already ends with it (``{...}`` annotations are dropped), then the type's suffixes."""
-    base = prometheus_label(spec.name)
-    suffix = _UNIT_SUFFIXES.get(spec.unit)
-    if suffix and not base.endswith(f"_{suffix}"):
-        base = f"{base}_{suffix}"
-    if spec.kind == "counter":
-        return (f"{base}_total",)
-    if spec.kind == "histogram":
-        return (f"{base}_bucket", f"{base}_sum", f"{base}_count")
-    return (base,)
 
 
 def _exported() -> dict[str, frozenset[str]]:

@@ -27,7 +27,6 @@ it copies what the build needs and installs an extra pyproject.toml declares.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import os
 import re
@@ -51,6 +50,7 @@ else:  # pragma: no cover - the test extra installs tomli there
 from otelsse import semconv
 from otelsse._fake_provider import EXPECTED_OUTCOME, SCENARIOS, FakeProvider
 from tests._otlp import grpc_receiver
+from tests._tools import load_script, promtool
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -274,11 +274,7 @@ def test_every_example_runs_in_the_tests_and_is_in_the_readme() -> None:
 
 
 def test_the_examples_scenario_choices_are_the_fake_providers() -> None:
-    spec = importlib.util.spec_from_file_location("_examples_common", EXAMPLES / "_common.py")
-    assert spec is not None
-    assert spec.loader is not None
-    common = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(common)
+    common = load_script(EXAMPLES / "_common.py")
     assert common.SCENARIOS == SCENARIOS
 
 
@@ -427,8 +423,6 @@ def test_the_collector_pipelines_are_wired(
 def test_prometheus_scrapes_the_collector_and_loads_every_rule_file(
     compose: dict[str, Any], collector: dict[str, Any], tmp_path: Path
 ) -> None:
-    promtool = shutil.which("promtool")
-    assert promtool, "promtool is required (Debian package prometheus)"
     prometheus = compose["services"]["prometheus"]
     config = load_yaml(host_path(prometheus, "/etc/prometheus/prometheus.yml"))
     (exporter,) = (e for e in collector["exporters"] if e.split("/")[0] == "prometheus")
@@ -447,12 +441,7 @@ def test_prometheus_scrapes_the_collector_and_loads_every_rule_file(
         copy = tmp_path / target.lstrip("/")
         copy.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if source.is_dir() else shutil.copy)(source, copy)
-    checked = subprocess.run(
-        [promtool, "check", "config", str(tmp_path / "etc/prometheus/prometheus.yml")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    checked = promtool("check", "config", str(tmp_path / "etc/prometheus/prometheus.yml"))
     assert checked.returncode == 0, checked.stdout + checked.stderr
     rule_files = sorted((ROOT / "dashboards" / "prometheus").glob("*.rules.yaml"))
     assert rule_files

@@ -15,11 +15,9 @@ documented paths and provide the data source uids.
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,8 @@ import yaml
 from otelsse import semconv
 from otelsse.monitor import Outcome
 from tests._promql import EXPORTED, label_names, metric_names, substitute_grafana_variables
+
+from ._tools import load_script, promtool
 
 GRAFANA = Path(__file__).resolve().parents[1] / "dashboards" / "grafana"
 DASHBOARD_FILES = sorted((GRAFANA / "dashboards").glob("*.json"))
@@ -100,18 +100,12 @@ def _queries(dashboard: Json) -> dict[str, str]:
     return queries
 
 
-def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
-    promtool = shutil.which("promtool")
-    assert promtool, "promtool is required (Debian package 'prometheus'); it is not on PATH"
-    return subprocess.run([promtool, *args], capture_output=True, text=True, check=False)
-
-
 def _promtool_check(exprs: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
     """``promtool check rules`` on the expressions written as recording rules (reference §4)."""
     rules = [{"record": f"grafana_dashboard:query_{i}", "expr": e} for i, e in enumerate(exprs)]
     path = tmp_path / "dashboard-queries.rules.yaml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
-    return _promtool("check", "rules", str(path))
+    return promtool("check", "rules", str(path))
 
 
 # -- the JSON model --------------------------------------------------------------------------------
@@ -369,7 +363,7 @@ def test_every_query_returns_data_on_contract_shaped_series(
             }
         )
     )
-    result = _promtool("test", "rules", str(test_file))
+    result = promtool("test", "rules", str(test_file))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
 
@@ -378,11 +372,7 @@ def test_every_query_returns_data_on_contract_shaped_series(
 
 
 def test_committed_json_is_the_generator_output() -> None:
-    spec = importlib.util.spec_from_file_location("grafana_generate", GRAFANA / "generate.py")
-    assert spec is not None
-    assert spec.loader is not None
-    generate = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(generate)
+    generate = load_script(GRAFANA / "generate.py")
     assert generate.OUTPUT.read_text(encoding="utf-8") == generate.render(), (
         "dashboards/grafana/dashboards is stale: run python dashboards/grafana/generate.py"
     )

@@ -14,11 +14,8 @@ here, with only labels that series carries. Without promtool the tests fail: the
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +26,7 @@ import yaml
 from otelsse import semconv
 
 from ._promql import EXPORTED, label_names, metric_names
+from ._tools import load_script, promtool
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES_DIR = ROOT / "dashboards" / "prometheus"
@@ -107,17 +105,6 @@ def _allowed_labels(name: str) -> frozenset[str]:
     return EXPORTED.get(name) or RECORDED[name]
 
 
-def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
-    executable = shutil.which("promtool")
-    assert executable is not None, (
-        "promtool is not on PATH: install Debian's prometheus package (apt-get install "
-        "prometheus); the rule tests need it and must not be skipped"
-    )
-    return subprocess.run(
-        [executable, *args], capture_output=True, text=True, timeout=120, check=False
-    )
-
-
 def _github_anchor(heading: str) -> str:
     """The fragment GitHub gives a Markdown heading."""
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
@@ -146,11 +133,7 @@ def _alert_cases() -> list[dict[str, Any]]:
 
 
 def test_rule_files_are_what_the_generator_renders() -> None:
-    spec = importlib.util.spec_from_file_location("generate_rules", RULES_DIR / "generate_rules.py")
-    assert spec is not None
-    assert spec.loader is not None
-    generator = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(generator)
+    generator = load_script(RULES_DIR / "generate_rules.py")
     rendered: dict[str, str] = generator.render()
     assert sorted(rendered) == [path.name for path in RULE_FILES]
     for path in RULE_FILES:
@@ -162,7 +145,7 @@ def test_rule_files_are_what_the_generator_renders() -> None:
 
 @pytest.mark.parametrize("path", RULE_FILES, ids=lambda path: path.name)
 def test_promtool_check_rules(path: Path) -> None:
-    result = _promtool("check", "rules", str(path))
+    result = promtool("check", "rules", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
     found = re.search(r"SUCCESS: (\d+) rules found", result.stdout)
     assert found is not None, result.stdout
@@ -174,7 +157,7 @@ def test_promtool_unit_tests(path: Path) -> None:
     assert {(path.parent / name).resolve() for name in _load(path)["rule_files"]} <= {
         rule_file.resolve() for rule_file in RULE_FILES
     }
-    result = _promtool("test", "rules", str(path))
+    result = promtool("test", "rules", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
 
@@ -260,7 +243,7 @@ def test_alerts_with_relaxed_thresholds_are_still_valid(tmp_path: Path) -> None:
         assert set(_comparisons(rule["expr"])) == {">= -Inf"}, rule["expr"]
     path = tmp_path / "relaxed.rules.yaml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "relaxed", "rules": relaxed}]}))
-    result = _promtool("check", "rules", str(path))
+    result = promtool("check", "rules", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
