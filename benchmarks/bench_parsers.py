@@ -116,7 +116,8 @@ class Fixture:
 
 
 def fixtures_dir() -> Path:
-    base = Path(os.environ.get("OTELSSE_FIXTURES", "/work/shared/fixtures"))
+    default = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
+    base = Path(os.environ.get("OTELSSE_FIXTURES", default))
     return base / "real" if (base / "real").is_dir() else base
 
 

@@ -1,20 +1,17 @@
-"""The shared recorded and synthetic provider streams, and what each must classify as.
+"""The recorded and synthetic provider streams in ``tests/fixtures``, and what each must classify as.
 
-They are read from ``../shared/fixtures`` (or ``$OTELSSE_FIXTURES``), never copied into the
-repository. With ``CI=true`` a missing directory is a failure, not a skip.
+``real/`` holds recorded provider bodies (sources in ``real/SOURCES.md``), ``synthetic/`` bodies
+built from the providers' documentation (``synthetic/README.md``), and ``edge/`` hand-made edge
+cases that individual tests name.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import NamedTuple
 
-import pytest
-
-REPO = Path(__file__).resolve().parent.parent
-SHARED_FIXTURES = Path(os.environ.get("OTELSSE_FIXTURES", REPO.parent / "shared" / "fixtures"))
-LOCAL_FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+EDGE_FIXTURES = FIXTURES / "edge"
 
 
 class Expected(NamedTuple):
@@ -23,7 +20,7 @@ class Expected(NamedTuple):
     stop_reason: str | None
 
 
-# What each shared fixture must classify as, from reference/provider-contracts.md §7 and the
+# What each recorded or synthetic fixture must classify as, from reference/provider-contracts.md §7 and the
 # synthetic fixtures' README.
 EXPECTED: dict[str, Expected] = {
     "real/anthropic-pause-turn.sse": Expected("anthropic.messages", "incomplete", "pause_turn"),
@@ -126,20 +123,11 @@ EXPECTED: dict[str, Expected] = {
 }
 
 
-def shared_dir() -> Path:
-    """The shared fixture directory; fails under CI when it is missing, else skips."""
-    if not (SHARED_FIXTURES / "real").is_dir():
-        message = f"shared fixtures not found at {SHARED_FIXTURES} (set OTELSSE_FIXTURES)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return SHARED_FIXTURES
-
-
-def shared_names() -> list[str]:
-    """Every shared fixture this suite knows, as ``real/x.sse`` / ``synthetic/y.sse``."""
+def fixture_names() -> list[str]:
+    """Every recorded and synthetic fixture, as ``real/x.sse`` / ``synthetic/y.sse``."""
     return sorted(EXPECTED)
 
 
-def read_shared(name: str) -> bytes:
-    return (shared_dir() / name).read_bytes()
+def read_fixture(name: str) -> bytes:
+    """A fixture's bytes by its name under ``tests/fixtures`` (``real/x.sse``, ``edge/y.sse``)."""
+    return (FIXTURES / name).read_bytes()

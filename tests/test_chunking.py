@@ -1,6 +1,12 @@
 """Invariant (DESIGN §1): the same bytes under any chunking give the same events, the same report
-(except ``chunk_count``) and the same outcome. Checked over every shared fixture: whole body, one
-byte at a time, every two-part split, seeded random multi-part splits, and a Hypothesis property.
+(except ``chunk_count``) and the same outcome. Checked over every recorded and synthetic fixture:
+whole body, one byte at a time, two-part splits, seeded random multi-part splits, and a
+Hypothesis property.
+
+Every two-part split costs a full parse per position, so the sweep is quadratic. Fixtures up to
+``FULL_SWEEP_LIMIT`` bytes are split at every position in the fast loop; larger ones are split
+in a window around every line end, inside multi-byte characters and at a stride there, and at
+every position in the ``slow`` sweep (worker processes on all cores).
 """
 
 from __future__ import annotations
@@ -14,16 +20,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests._fixtures import EXPECTED, read_shared, shared_names
+from tests._fixtures import EXPECTED, fixture_names, read_fixture
 from tests._helpers import comparable, one_byte_at_a_time, random_split, run_monitor
 
-# Every two-part split costs a full parse per position: quadratic time. The one fixture above this
-# size (a 250 KB Anthropic stream of server-tool results) is still split at every position, by
-# worker processes on all cores, so that the suite stays within minutes.
-PARALLEL_SPLIT_LIMIT = 64 * 1024
+FULL_SWEEP_LIMIT = 8 * 1024
+#: Positions either side of a line end that the windowed sweep splits at.
+WINDOW = 3
+#: The windowed sweep also splits at every ``STRIDE``-th byte.
+STRIDE = 251
+#: Multi-byte characters (from the start) whose every inner position the windowed sweep splits at.
+MULTIBYTE_CHARACTERS = 64
 
 
-def _mismatched_splits(body: bytes, positions: range, expected: tuple) -> list[int]:
+def _mismatched_splits(body: bytes, positions: list[int], expected: tuple) -> list[int]:
     """Split positions whose two-part feed differs from the whole body (run in a worker)."""
     events, report = expected
     bad = []
@@ -34,9 +43,21 @@ def _mismatched_splits(body: bytes, positions: range, expected: tuple) -> list[i
     return bad
 
 
-@pytest.fixture(scope="module", params=shared_names())
+def windowed_positions(body: bytes) -> list[int]:
+    """Split positions around every line end, inside multi-byte characters, and at a stride."""
+    positions = set(range(STRIDE, len(body), STRIDE))
+    for at, byte in enumerate(body):
+        if byte in b"\r\n":
+            positions.update(range(at - WINDOW + 1, at + WINDOW + 1))
+    leads = [at for at, byte in enumerate(body) if byte >= 0xC0][:MULTIBYTE_CHARACTERS]
+    for lead in leads:
+        positions.update(range(lead, lead + 4))
+    return sorted(p for p in positions if 0 < p < len(body))
+
+
+@pytest.fixture(scope="module", params=fixture_names())
 def fixture(request: pytest.FixtureRequest) -> tuple[str, bytes, tuple]:
-    body = read_shared(request.param)
+    body = read_fixture(request.param)
     events, report = run_monitor([body])
     return request.param, body, (events, comparable(report))
 
@@ -56,13 +77,27 @@ def test_one_byte_at_a_time_matches_whole_body(fixture: tuple[str, bytes, tuple]
     assert got_report.chunk_count == len(body)
 
 
-def test_every_two_part_split_matches_whole_body(fixture: tuple[str, bytes, tuple]) -> None:
+def test_two_part_splits_match_whole_body(fixture: tuple[str, bytes, tuple]) -> None:
     _, body, expected = fixture
-    if len(body) <= PARALLEL_SPLIT_LIMIT:
-        assert _mismatched_splits(body, range(1, len(body)), expected) == []
-        return
+    if len(body) <= FULL_SWEEP_LIMIT:
+        positions = list(range(1, len(body)))
+    else:
+        positions = windowed_positions(body)
+        assert len(positions) > len(body) // STRIDE
+    assert _mismatched_splits(body, positions, expected) == []
+
+
+LARGE = [name for name in fixture_names() if len(read_fixture(name)) > FULL_SWEEP_LIMIT]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", LARGE)
+def test_every_two_part_split_of_a_large_fixture_matches_whole_body(name: str) -> None:
+    body = read_fixture(name)
+    events, report = run_monitor([body])
+    expected = (events, comparable(report))
     workers = os.cpu_count() or 1
-    shares = [range(1 + k, len(body), workers) for k in range(workers)]
+    shares = [list(range(1 + k, len(body), workers)) for k in range(workers)]
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
         results = list(pool.map(_mismatched_splits, [body] * workers, shares, [expected] * workers))
@@ -82,8 +117,8 @@ def test_seeded_random_splits_match_whole_body(fixture: tuple[str, bytes, tuple]
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_any_chunking_of_any_fixture_gives_the_same_result(data: st.DataObject) -> None:
-    name = data.draw(st.sampled_from(shared_names()))
-    body = read_shared(name)
+    name = data.draw(st.sampled_from(fixture_names()))
+    body = read_fixture(name)
     cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(body) - 1)), max_size=40)))
     chunks = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True) if b > a]
     assert b"".join(chunks) == body

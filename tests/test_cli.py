@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from otelsse.cli import main
-from tests._fixtures import read_shared, shared_dir
+from tests._fixtures import FIXTURES, read_fixture
 
 
 def _run(*argv: str) -> tuple[int, str]:
@@ -20,7 +20,7 @@ def _run(*argv: str) -> tuple[int, str]:
 
 
 def test_inspect_complete_file_exits_zero_with_a_table() -> None:
-    status, text = _run("inspect", str(shared_dir() / "real/openai-chat-text.sse"))
+    status, text = _run("inspect", str(FIXTURES / "real/openai-chat-text.sse"))
     assert status == 0
     assert "otelsse.outcome" in text
     assert "complete" in text
@@ -28,14 +28,14 @@ def test_inspect_complete_file_exits_zero_with_a_table() -> None:
 
 
 def test_inspect_truncated_file_exits_one() -> None:
-    path = shared_dir() / "synthetic/openai-chat-truncated-mid-tool-call.sse"
+    path = FIXTURES / "synthetic/openai-chat-truncated-mid-tool-call.sse"
     status, text = _run("inspect", str(path))
     assert status == 1
     assert "truncated" in text
 
 
 def test_inspect_json_with_events_lists_types_and_sizes_not_data() -> None:
-    path = shared_dir() / "real/anthropic-text.sse"
+    path = FIXTURES / "real/anthropic-text.sse"
     status, text = _run("inspect", str(path), "--json", "--events", "--chunk-size", "5")
     document = json.loads(text)
     assert status == 0
@@ -50,7 +50,7 @@ def test_inspect_json_with_events_lists_types_and_sizes_not_data() -> None:
 
 
 def test_inspect_reads_stdin_with_an_explicit_route() -> None:
-    body = read_shared("real/gemini-text.sse")
+    body = read_fixture("real/gemini-text.sse")
     result = subprocess.run(
         [sys.executable, "-m", "otelsse", "inspect", "-", "--route", "gemini.generate_content"],
         input=body,

@@ -56,12 +56,12 @@ import otelsse
 from otelsse import semconv
 from otelsse.monitor import StreamMonitor
 from otelsse.telemetry import Telemetry as OtelsseTelemetry
-from tests._fixtures import SHARED_FIXTURES
+from tests._fixtures import FIXTURES
 from tests._otel import Telemetry
 from tests._server import Reply, SSEServer
 
 PATH = "/v1/chat/completions"
-BODY = (SHARED_FIXTURES / "real" / "openai-chat-text.sse").read_bytes()
+BODY = (FIXTURES / "real" / "openai-chat-text.sse").read_bytes()
 #: Where the first event ends: a hold or a stall there leaves a well-formed, unfinished stream.
 FIRST_EVENT_END = BODY.index(b"\n\n") + 2
 PIECE = 300

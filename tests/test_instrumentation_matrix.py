@@ -47,7 +47,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import otelsse
 from otelsse import semconv
 from otelsse.monitor import Outcome, StreamMonitor
-from tests._fixtures import EXPECTED, read_shared, shared_names
+from tests._fixtures import EXPECTED, read_fixture, fixture_names
 from tests._otel import Telemetry
 from tests._server import Reply, SSEServer
 
@@ -468,12 +468,12 @@ def realistic_reply(name: str, body: bytes) -> Reply:
 
 
 @pytest.mark.parametrize("client", CLIENT_PARAMS)
-@pytest.mark.parametrize("name", shared_names())
+@pytest.mark.parametrize("name", fixture_names())
 def test_every_fixture_through_every_client(
     otel: Telemetry, server: SSEServer, client: Client, name: str
 ) -> None:
     expected = EXPECTED[name]
-    body = read_shared(name)
+    body = read_fixture(name)
     url = server.route(ROUTE_PATHS[expected.route], realistic_reply(name, body))
 
     got = fetch(client, url)
@@ -531,13 +531,13 @@ def _event_starts(body: bytes) -> list[int]:
 
 
 def _cut(name: str, path: str, route: str, cut: int, **reply: Any) -> Case:
-    body = read_shared(name)
+    body = read_fixture(name)
     raises = None if reply.get("framing") == "close" else "transport"
     return Case(path, Reply(body, cut=cut, **reply), route, "truncated", body[:cut], raises)
 
 
 def mid_event() -> Case:
-    body = read_shared("real/openai-chat-text.sse")
+    body = read_fixture("real/openai-chat-text.sse")
     cut = _middle(_event_starts(body), len(body)) + 9  # 9 bytes into an event
     return _cut("real/openai-chat-text.sse", ROUTE_PATHS[CHAT], CHAT, cut, piece=64)
 
@@ -546,7 +546,7 @@ def mid_utf8() -> Case:
     # Connection: close framing, so the cut is a clean EOF to the client: no exception, and
     # only the monitor can tell that the body stopped inside a character.
     name = "real/openai-responses-reasoning-function-call-text.sse"
-    body = read_shared(name)
+    body = read_fixture(name)
     lead = next(i for i, byte in enumerate(body) if byte >= 0xC0)
     assert body[lead : lead + 3].decode("utf-8")  # a three-byte character starts there
     return _cut(name, ROUTE_PATHS[RESPONSES], RESPONSES, lead + 1, piece=97, framing="close")
@@ -554,7 +554,7 @@ def mid_utf8() -> Case:
 
 def mid_crlf() -> Case:
     name = "real/gemini-thinking.sse"
-    body = read_shared(name)
+    body = read_fixture(name)
     crlfs = [i for i in range(len(body) - 1) if body[i : i + 2] == b"\r\n"]
     cut = _middle(crlfs, len(body)) + 1  # between CR and LF
     assert body[cut - 1 : cut + 1] == b"\r\n"
@@ -563,12 +563,12 @@ def mid_crlf() -> Case:
 
 def inside_chunk() -> Case:
     name = "real/anthropic-text-and-two-tool-use.sse"
-    cut = len(read_shared(name)) // 2 + 100  # the last chunk (500 bytes) is announced in full
+    cut = len(read_fixture(name)) // 2 + 100  # the last chunk (500 bytes) is announced in full
     return _cut(name, ROUTE_PATHS[ANTHROPIC], ANTHROPIC, cut, piece=500, cut_inside_chunk=True)
 
 
 def stall() -> Case:
-    body = read_shared("real/openai-responses-function-call.sse")
+    body = read_fixture("real/openai-responses-function-call.sse")
     cut = len(body) // 2
     reply = Reply(body, piece=150, cut=cut, after_cut="stall")
     return Case(
@@ -607,14 +607,14 @@ CODECS: dict[str, Callable[[bytes], bytes]] = {
 
 
 def coded(codec: str) -> Case:
-    body = read_shared(PARALLEL_TOOLS)
+    body = read_fixture(PARALLEL_TOOLS)
     encoding = codec.removesuffix("-raw")
     reply = Reply(CODECS[codec](body), piece=101, headers=(("Content-Encoding", encoding),))
     return Case(ROUTE_PATHS[CHAT], reply, CHAT, "complete", body)
 
 
 def gzip_cut() -> Case:
-    body = read_shared(PARALLEL_TOOLS)
+    body = read_fixture(PARALLEL_TOOLS)
     wire = gzip.compress(body)
     reply = Reply(
         wire, piece=101, framing="length", cut=len(wire) // 2,
@@ -701,7 +701,7 @@ READ_FIXTURE = "real/anthropic-server-tool-empty-input.sse"
 def test_every_read_style(
     otel: Telemetry, server: SSEServer, client: Client, style: str, encoding: str
 ) -> None:
-    body = read_shared(READ_FIXTURE)
+    body = read_fixture(READ_FIXTURE)
     wire = body
     headers: tuple[tuple[str, str], ...] = ()
     if encoding == "gzip":
@@ -767,7 +767,7 @@ def test_an_sse_answer_on_an_unknown_path_is_observed_and_its_route_sniffed(
     otel: Telemetry, server: SSEServer, client: Client, name: str
 ) -> None:
     expected = EXPECTED[name]
-    body = read_shared(name)
+    body = read_fixture(name)
     url = server.route(UNKNOWN_PATH, realistic_reply(name, body))
 
     got = fetch(client, url, payload=NOT_STREAMING)

@@ -14,7 +14,7 @@ import pytest
 from otelsse import Limits, semconv
 from otelsse.routes import OpenAIChatAdapter, Route, match_route, route_names
 from otelsse.telemetry import OTHER
-from tests._fixtures import read_shared
+from tests._fixtures import read_fixture
 from tests._otel import Telemetry
 from tests._server import Reply, SSEServer
 
@@ -34,7 +34,7 @@ def stream(url: str) -> bytes:
 
 def test_an_extra_route_is_used_while_instrumented_and_removed_after(server: SSEServer) -> None:
     # A chat-compatible server without [DONE]: only its own route calls the stream complete.
-    body = read_shared(CHAT).replace(b"data: [DONE]\n\n", b"")
+    body = read_fixture(CHAT).replace(b"data: [DONE]\n\n", b"")
     url = server.route("/v1/writer/chat", Reply(body))
     route = Route(
         "writer.chat",
@@ -55,7 +55,7 @@ def test_an_extra_route_is_used_while_instrumented_and_removed_after(server: SSE
 
 
 def test_limits_apply_to_every_observed_stream(server: SSEServer) -> None:
-    body = read_shared(CHAT)
+    body = read_fixture(CHAT)
     url = server.route("/v1/chat/completions", Reply(body))
     otel = Telemetry().install(limits=Limits(max_line_bytes=64))
     try:
@@ -69,7 +69,7 @@ def test_limits_apply_to_every_observed_stream(server: SSEServer) -> None:
 
 
 def test_model_names_beyond_the_cap_are_other(server: SSEServer) -> None:
-    body = read_shared(CHAT)
+    body = read_fixture(CHAT)
     model = body.split(b'"model":"', 1)[1].split(b'"', 1)[0]
     urls = []
     for n in range(3):

@@ -81,7 +81,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import otelsse
 from otelsse import semconv
 from otelsse.instrumentation import SSEInstrumentor
-from tests._fixtures import EXPECTED, read_shared
+from tests._fixtures import EXPECTED, read_fixture
 from tests._otel import Telemetry
 from tests._server import Reply, SSEServer
 
@@ -414,7 +414,7 @@ async def _arun(
 def served(case: Case, body: bytes | None = None, **reply: Any) -> Iterator[SSEServer]:
     """A server answering ``case``'s path with ``body`` (default: the case's fixture)."""
     with SSEServer() as server:
-        server.route(case.path, Reply(read_shared(case.fixture) if body is None else body, **reply))
+        server.route(case.path, Reply(read_fixture(case.fixture) if body is None else body, **reply))
         yield server
 
 
@@ -467,7 +467,7 @@ def event_boundaries(body: bytes) -> list[int]:
 def middle_boundary(case: Case) -> int:
     """An event boundary halfway through the fixture: well after the first event the SDK
     yields, well before the terminal."""
-    boundaries = event_boundaries(read_shared(case.fixture))
+    boundaries = event_boundaries(read_fixture(case.fixture))
     return boundaries[len(boundaries) // 2]
 
 
@@ -492,7 +492,7 @@ def assert_recorded(
     telemetry: Telemetry, case: Case, outcome: str, stop_reason: str | None
 ) -> ReadableSpan:
     """Exactly one ended span with these values, and metric points that agree with it."""
-    body = read_shared(case.fixture)
+    body = read_fixture(case.fixture)
     route = EXPECTED[case.fixture].route
     model = response_model(body)
     span = telemetry.stream_span()
@@ -777,7 +777,7 @@ def test_anthropic_builtin_tracing_and_otelsse_both_trace(
         "whole": {},
         "hold": {"hold_at": boundary},
         "cut": {"cut": boundary + 7},
-        "short": {"body": read_shared(case.fixture)[:boundary]},
+        "short": {"body": read_fixture(case.fixture)[:boundary]},
     }[ending.server]
     try:
         with served(traced, **reply) as server:

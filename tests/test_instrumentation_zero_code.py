@@ -37,7 +37,7 @@ import requests
 
 from otelsse import semconv
 from otelsse.instrumentation import EXCLUDED_URLS_ENV, SSEInstrumentor
-from tests._fixtures import read_shared
+from tests._fixtures import read_fixture
 from tests._otel import Telemetry
 from tests._server import Reply, SSEServer
 from tests.apps.stream_app import CLIENTS, stream
@@ -65,7 +65,7 @@ ALL_PATCHED = [target for targets in PATCHED.values() for target in targets]
 def server() -> Iterator[SSEServer]:
     with SSEServer() as running:
         for path, name in BODIES.items():
-            running.route(path, Reply(read_shared(name)))
+            running.route(path, Reply(read_fixture(name)))
         yield running
 
 
@@ -145,7 +145,7 @@ def assert_unaffected(result: dict[str, Any], server: SSEServer, paths: list[str
     """Every client received the whole body of every path, byte for byte."""
     assert result == {
         server.url(path): dict.fromkeys(
-            CLIENTS, hashlib.sha256(read_shared(BODIES[path])).hexdigest()
+            CLIENTS, hashlib.sha256(read_fixture(BODIES[path])).hexdigest()
         )
         for path in paths
     }
@@ -314,8 +314,8 @@ def test_excluded_urls_are_not_observed(
     with instrumented(**options) as otel:
         excluded = stream(client, server.url(EXCLUDED_PATH))
         kept = stream(client, server.url(CHAT_PATH))
-        assert excluded == read_shared(BODIES[EXCLUDED_PATH])
-        assert kept == read_shared(BODIES[CHAT_PATH])
+        assert excluded == read_fixture(BODIES[EXCLUDED_PATH])
+        assert kept == read_fixture(BODIES[CHAT_PATH])
         # One span, and the kept URL's (the excluded one would be incomplete).
         assert dict(otel.stream_span().attributes or {})[semconv.OUTCOME] == "complete"
         assert otel.nonzero_outcomes() == {"complete": 1}

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests._fixtures import EXPECTED, LOCAL_FIXTURES, shared_dir
+from tests._fixtures import EXPECTED, FIXTURES
 
 _PROGRAM = """
 import json, sys
@@ -21,7 +21,7 @@ from pathlib import Path
 from otelsse import StreamMonitor
 from otelsse._json import JSON_DECODER
 outcomes = {{}}
-for path in sorted(Path(sys.argv[1]).glob("*/*.sse")) + sorted(Path(sys.argv[2]).glob("*.sse")):
+for path in sorted(Path(sys.argv[1]).glob("*/*.sse")):
     monitor = StreamMonitor("auto")
     monitor.feed(path.read_bytes())
     report = monitor.close()
@@ -33,7 +33,7 @@ print(json.dumps({{"decoder": JSON_DECODER, "outcomes": outcomes}}))
 def _classify_with(blocked: tuple[str, ...]) -> dict[str, object]:
     program = _PROGRAM.format(blocked=blocked)
     output = subprocess.check_output(
-        [sys.executable, "-c", program, str(shared_dir()), str(LOCAL_FIXTURES)], text=True
+        [sys.executable, "-c", program, str(FIXTURES)], text=True
     )
     result: dict[str, object] = json.loads(output)
     return result
@@ -52,5 +52,5 @@ def test_every_decoder_gives_the_same_outcomes(blocked: tuple[str, ...], decoder
     assert isinstance(outcomes, dict)
     for name, expected in EXPECTED.items():
         assert outcomes[name] == [expected.outcome, expected.stop_reason], name
-    assert outcomes["fixtures/chat-tool-arguments-two-values.sse"][0] == "payload_error"
-    assert outcomes["fixtures/chat-invalid-json-event.sse"][0] == "payload_error"
+    assert outcomes["edge/chat-tool-arguments-two-values.sse"][0] == "payload_error"
+    assert outcomes["edge/chat-invalid-json-event.sse"][0] == "payload_error"

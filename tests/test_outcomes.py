@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 
 from otelsse import Limits, Outcome, StreamMonitor
-from tests._fixtures import LOCAL_FIXTURES, read_shared
+from tests._fixtures import EDGE_FIXTURES, read_fixture
 from tests._helpers import run_monitor
 
 
 def _local(name: str) -> bytes:
-    return (LOCAL_FIXTURES / name).read_bytes()
+    return (EDGE_FIXTURES / name).read_bytes()
 
 
 @pytest.mark.parametrize(
@@ -36,7 +36,7 @@ def test_local_fixture_outcome(fixture: str, outcome: Outcome) -> None:
 
 
 def test_complete_stream_reports_terminal_stop_usage_and_identity() -> None:
-    _, report = run_monitor([read_shared("real/openai-chat-text-usage.sse")])
+    _, report = run_monitor([read_fixture("real/openai-chat-text-usage.sse")])
     assert report.outcome is Outcome.COMPLETE
     assert report.terminal_seen
     assert report.stop_reason == "stop"
@@ -48,7 +48,7 @@ def test_complete_stream_reports_terminal_stop_usage_and_identity() -> None:
 
 
 def test_incomplete_is_a_proper_terminal_with_a_non_success_stop() -> None:
-    _, report = run_monitor([read_shared("real/vllm-chat-finish-length.sse")])
+    _, report = run_monitor([read_fixture("real/vllm-chat-finish-length.sse")])
     assert report.outcome is Outcome.INCOMPLETE
     assert report.terminal_seen
     assert report.stop_reason == "length"
@@ -56,25 +56,25 @@ def test_incomplete_is_a_proper_terminal_with_a_non_success_stop() -> None:
 
 def test_invalid_tool_arguments_under_max_tokens_are_incomplete_not_payload_error() -> None:
     _, report = run_monitor(
-        [read_shared("synthetic/anthropic-max-tokens-truncated-tool-input.sse")]
+        [read_fixture("synthetic/anthropic-max-tokens-truncated-tool-input.sse")]
     )
     assert report.outcome is Outcome.INCOMPLETE
     assert report.tool_call_invalid_count == 1
 
 
 def test_provider_error_keeps_the_error_code_but_not_the_message() -> None:
-    _, report = run_monitor([read_shared("synthetic/anthropic-error-overloaded-midstream.sse")])
+    _, report = run_monitor([read_fixture("synthetic/anthropic-error-overloaded-midstream.sse")])
     assert report.outcome is Outcome.PROVIDER_ERROR
     assert report.provider_error_code == "overloaded_error"
     assert "Overloaded" not in repr(report)
 
 
 def test_error_object_before_done_is_provider_error_not_complete() -> None:
-    _, report = run_monitor([read_shared("synthetic/openai-chat-error-object-then-done.sse")])
+    _, report = run_monitor([read_fixture("synthetic/openai-chat-error-object-then-done.sse")])
     assert report.outcome is Outcome.PROVIDER_ERROR
 
 
-_PARTIAL_CHAT = read_shared("real/openai-chat-text.sse")[:700]
+_PARTIAL_CHAT = read_fixture("real/openai-chat-text.sse")[:700]
 
 
 @pytest.mark.parametrize(
@@ -94,7 +94,7 @@ def test_how_an_unfinished_stream_ended_decides_its_outcome(error, outcome) -> N
 
 @pytest.mark.parametrize("error", ["transport", "timeout", "cancelled"])
 def test_an_error_after_the_terminal_event_does_not_undo_completion(error) -> None:  # type: ignore[no-untyped-def]
-    _, report = run_monitor([read_shared("real/openai-chat-text.sse")], error=error)
+    _, report = run_monitor([read_fixture("real/openai-chat-text.sse")], error=error)
     assert report.outcome is Outcome.COMPLETE
 
 
@@ -144,7 +144,7 @@ def test_too_many_tool_calls_are_buffer_limit_at_the_accumulator_stage() -> None
 
 
 def test_timings_come_from_the_timestamps_passed_in() -> None:
-    body = read_shared("real/openai-chat-text.sse")
+    body = read_fixture("real/openai-chat-text.sse")
     events = body.split(b"\n\n")
     monitor = StreamMonitor("openai.chat_completions", started_at=100.0)
     monitor.feed(events[0][:10], now=100.5)  # first byte, no event yet

@@ -36,7 +36,7 @@ from otelsse.reader import (
     aread_stream,
     read_stream,
 )
-from tests._fixtures import SHARED_FIXTURES as FIXTURES
+from tests._fixtures import FIXTURES
 from tests._server import Reply, SSEServer
 
 CHAT = "openai.chat_completions"

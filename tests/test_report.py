@@ -7,7 +7,7 @@ import json
 import pytest
 
 from otelsse import StreamFault, read_stream, semconv
-from tests._fixtures import read_shared, shared_names
+from tests._fixtures import read_fixture, fixture_names
 from tests._helpers import run_monitor
 
 MARKER = "CANARY7f3a"
@@ -64,9 +64,9 @@ def test_no_content_reaches_attributes_reports_or_faults(name: str, body: bytes)
     assert MARKER not in repr(caught.value)
 
 
-@pytest.mark.parametrize("name", shared_names())
+@pytest.mark.parametrize("name", fixture_names())
 def test_attributes_use_only_contract_names_and_valid_types(name: str) -> None:
-    _, report = run_monitor([read_shared(name)])
+    _, report = run_monitor([read_fixture(name)])
     attributes = report.to_attributes()
     assert set(attributes) <= set(semconv.ATTRIBUTES)
     for key, value in attributes.items():
@@ -79,7 +79,7 @@ def test_attributes_use_only_contract_names_and_valid_types(name: str) -> None:
 
 
 def test_finish_reasons_end_with_error_when_the_stream_ended_early() -> None:
-    _, cut = run_monitor([read_shared("synthetic/openai-chat-truncated-mid-tool-call.sse")])
-    _, whole = run_monitor([read_shared("real/openai-chat-parallel-tool-calls.sse")])
+    _, cut = run_monitor([read_fixture("synthetic/openai-chat-truncated-mid-tool-call.sse")])
+    _, whole = run_monitor([read_fixture("real/openai-chat-parallel-tool-calls.sse")])
     assert cut.to_attributes()[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("error",)
     assert whole.to_attributes()[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_calls",)

@@ -13,7 +13,7 @@ from otelsse.routes import (
     route_names,
     unregister_route,
 )
-from tests._fixtures import EXPECTED, LOCAL_FIXTURES, read_shared, shared_names
+from tests._fixtures import EXPECTED, EDGE_FIXTURES, read_fixture, fixture_names
 from tests._helpers import run_monitor
 
 
@@ -64,7 +64,7 @@ def test_a_registered_route_is_detected_first_and_builds_its_adapter() -> None:
     try:
         assert "writer.chat" in route_names()
         assert detect_route("POST", "https://api.writer.com/v1/chat") == "writer.chat"
-        body = (LOCAL_FIXTURES / "chat-stop-without-done.sse").read_bytes()
+        body = (EDGE_FIXTURES / "chat-stop-without-done.sse").read_bytes()
         _, strict = run_monitor([body], route="openai.chat_completions")
         _, lenient = run_monitor([body], route="writer.chat")
         assert strict.outcome is Outcome.TRUNCATED
@@ -83,9 +83,9 @@ def test_unknown_route_name_is_a_key_error() -> None:
         make_adapter("nope")
 
 
-@pytest.mark.parametrize("name", shared_names())
+@pytest.mark.parametrize("name", fixture_names())
 def test_explicit_route_and_sniffed_route_agree(name: str) -> None:
-    body = read_shared(name)
+    body = read_fixture(name)
     _, sniffed = run_monitor([body], route="auto")
     _, explicit = run_monitor([body], route=EXPECTED[name].route)
     assert sniffed == explicit
@@ -157,7 +157,7 @@ def test_empty_openai_arguments_are_invalid_but_empty_anthropic_input_is_an_obje
         [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
     )
     _, openai = run_monitor([body], route="openai.chat_completions")
-    _, anthropic = run_monitor([(LOCAL_FIXTURES / "anthropic-tool-empty-input.sse").read_bytes()])
+    _, anthropic = run_monitor([(EDGE_FIXTURES / "anthropic-tool-empty-input.sse").read_bytes()])
     assert openai.outcome is Outcome.PAYLOAD_ERROR
     assert anthropic.outcome is Outcome.COMPLETE
     assert (anthropic.tool_call_count, anthropic.tool_call_invalid_count) == (1, 0)
@@ -204,7 +204,7 @@ def test_chunk_shaped_wrongly_for_the_route_is_payload_error() -> None:
 
 
 def test_responses_sequence_gap_is_an_anomaly_not_a_failure() -> None:
-    body = read_shared("real/openai-responses-text.sse")
+    body = read_fixture("real/openai-responses-text.sse")
     blocks = body.split(b"\n\n")
     gapped = b"\n\n".join(blocks[:3] + blocks[4:])  # drop one mid-stream event
     _, report = run_monitor([gapped], route="openai.responses")
@@ -212,7 +212,7 @@ def test_responses_sequence_gap_is_an_anomaly_not_a_failure() -> None:
 
 
 def test_responses_terminal_may_be_followed_by_one_done_marker() -> None:
-    body = read_shared("real/openai-responses-text.sse") + b"data: [DONE]\n\n"
+    body = read_fixture("real/openai-responses-text.sse") + b"data: [DONE]\n\n"
     _, once = run_monitor([body], route="openai.responses")
     _, twice = run_monitor([body + b"data: [DONE]\n\n"], route="openai.responses")
     assert once.outcome is Outcome.COMPLETE
@@ -221,7 +221,7 @@ def test_responses_terminal_may_be_followed_by_one_done_marker() -> None:
 
 
 def test_anthropic_event_name_and_data_type_must_match() -> None:
-    body = read_shared("real/anthropic-text.sse").replace(
+    body = read_fixture("real/anthropic-text.sse").replace(
         b"event: content_block_stop", b"event: content_block_stopped", 1
     )
     _, report = run_monitor([body], route="anthropic.messages")
@@ -229,7 +229,7 @@ def test_anthropic_event_name_and_data_type_must_match() -> None:
 
 
 def test_anthropic_unknown_event_is_counted_and_ignored() -> None:
-    body = read_shared("real/anthropic-text.sse")
+    body = read_fixture("real/anthropic-text.sse")
     extra = b'event: brand_new\ndata: {"type": "brand_new"}\n\n'
     split = body.index(b"event: message_delta")
     _, report = run_monitor([body[:split] + extra + body[split:]], route="anthropic.messages")
@@ -238,7 +238,7 @@ def test_anthropic_unknown_event_is_counted_and_ignored() -> None:
 
 
 def test_gemini_chunk_after_finish_reason_is_an_anomaly() -> None:
-    body = read_shared("real/gemini-text.sse")
+    body = read_fixture("real/gemini-text.sse")
     last = body.rstrip(b"\r\n").rsplit(b"\r\n\r\n", 1)[-1]
     _, report = run_monitor([body + last + b"\r\n\r\n"], route="gemini.generate_content")
     assert report.outcome is Outcome.COMPLETE

@@ -17,14 +17,14 @@ import pickle
 import pytest
 
 from otelsse import StreamMonitor
-from tests._fixtures import EXPECTED, read_shared, shared_names
+from tests._fixtures import EXPECTED, read_fixture, fixture_names
 
 _WELL_FORMED = ("complete", "incomplete")
 
 
-@pytest.mark.parametrize("name", shared_names())
+@pytest.mark.parametrize("name", fixture_names())
 def test_no_cut_before_the_terminal_event_is_complete(name: str) -> None:
-    body = read_shared(name)
+    body = read_fixture(name)
     expected = EXPECTED[name]
     monitor = StreamMonitor(expected.route)
     snapshots = [(0, pickle.dumps(monitor))]
