@@ -1,4 +1,4 @@
-"""The recorded and synthetic provider streams in ``tests/fixtures``, and what each must classify as.
+"""The provider streams in ``tests/fixtures``, and what each must classify as.
 
 ``real/`` holds recorded provider bodies (sources in ``real/SOURCES.md``), ``synthetic/`` bodies
 built from the providers' documentation (``synthetic/README.md``), and ``edge/`` hand-made edge
@@ -20,8 +20,8 @@ class Expected(NamedTuple):
     stop_reason: str | None
 
 
-# What each recorded or synthetic fixture must classify as, from reference/provider-contracts.md §7 and the
-# synthetic fixtures' README.
+# What each recorded or synthetic fixture must classify as, from reference/provider-contracts.md §7
+# and the synthetic fixtures' README.
 EXPECTED: dict[str, Expected] = {
     "real/anthropic-pause-turn.sse": Expected("anthropic.messages", "incomplete", "pause_turn"),
     "real/anthropic-server-tool-empty-input.sse": Expected(

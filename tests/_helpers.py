@@ -38,3 +38,26 @@ def random_split(body: bytes, rng: random.Random, max_size: int = 64) -> list[by
 
 def one_byte_at_a_time(body: bytes) -> list[bytes]:
     return [body[i : i + 1] for i in range(len(body))]
+
+
+#: Fixtures up to this size are split (and cut) at every byte in the fast loop; larger ones
+#: at ``windowed_positions``, and at every byte only in the ``slow`` sweeps.
+FULL_SWEEP_LIMIT = 8 * 1024
+#: Positions either side of a line end that the windowed sweep splits at.
+WINDOW = 3
+#: The windowed sweep also splits at every ``STRIDE``-th byte.
+STRIDE = 251
+#: Multi-byte characters (from the start) whose every inner position the windowed sweep splits at.
+MULTIBYTE_CHARACTERS = 64
+
+
+def windowed_positions(body: bytes) -> list[int]:
+    """Split positions around every line end, inside multi-byte characters, and at a stride."""
+    positions = set(range(STRIDE, len(body), STRIDE))
+    for at, byte in enumerate(body):
+        if byte in b"\r\n":
+            positions.update(range(at - WINDOW + 1, at + WINDOW + 1))
+    leads = [at for at, byte in enumerate(body) if byte >= 0xC0][:MULTIBYTE_CHARACTERS]
+    for lead in leads:
+        positions.update(range(lead, lead + 4))
+    return sorted(p for p in positions if 0 < p < len(body))

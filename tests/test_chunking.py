@@ -21,15 +21,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests._fixtures import EXPECTED, fixture_names, read_fixture
-from tests._helpers import comparable, one_byte_at_a_time, random_split, run_monitor
-
-FULL_SWEEP_LIMIT = 8 * 1024
-#: Positions either side of a line end that the windowed sweep splits at.
-WINDOW = 3
-#: The windowed sweep also splits at every ``STRIDE``-th byte.
-STRIDE = 251
-#: Multi-byte characters (from the start) whose every inner position the windowed sweep splits at.
-MULTIBYTE_CHARACTERS = 64
+from tests._helpers import (
+    FULL_SWEEP_LIMIT,
+    STRIDE,
+    comparable,
+    one_byte_at_a_time,
+    random_split,
+    run_monitor,
+    windowed_positions,
+)
 
 
 def _mismatched_splits(body: bytes, positions: list[int], expected: tuple) -> list[int]:
@@ -41,18 +41,6 @@ def _mismatched_splits(body: bytes, positions: list[int], expected: tuple) -> li
         if got_events != events or comparable(got_report) != report:
             bad.append(position)
     return bad
-
-
-def windowed_positions(body: bytes) -> list[int]:
-    """Split positions around every line end, inside multi-byte characters, and at a stride."""
-    positions = set(range(STRIDE, len(body), STRIDE))
-    for at, byte in enumerate(body):
-        if byte in b"\r\n":
-            positions.update(range(at - WINDOW + 1, at + WINDOW + 1))
-    leads = [at for at, byte in enumerate(body) if byte >= 0xC0][:MULTIBYTE_CHARACTERS]
-    for lead in leads:
-        positions.update(range(lead, lead + 4))
-    return sorted(p for p in positions if 0 < p < len(body))
 
 
 @pytest.fixture(scope="module", params=fixture_names())

@@ -32,9 +32,7 @@ print(json.dumps({{"decoder": JSON_DECODER, "outcomes": outcomes}}))
 
 def _classify_with(blocked: tuple[str, ...]) -> dict[str, object]:
     program = _PROGRAM.format(blocked=blocked)
-    output = subprocess.check_output(
-        [sys.executable, "-c", program, str(FIXTURES)], text=True
-    )
+    output = subprocess.check_output([sys.executable, "-c", program, str(FIXTURES)], text=True)
     result: dict[str, object] = json.loads(output)
     return result
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from otelsse import StreamFault, read_stream, semconv
-from tests._fixtures import read_fixture, fixture_names
+from tests._fixtures import fixture_names, read_fixture
 from tests._helpers import run_monitor
 
 MARKER = "CANARY7f3a"

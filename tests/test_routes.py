@@ -13,7 +13,7 @@ from otelsse.routes import (
     route_names,
     unregister_route,
 )
-from tests._fixtures import EXPECTED, EDGE_FIXTURES, read_fixture, fixture_names
+from tests._fixtures import EDGE_FIXTURES, EXPECTED, fixture_names, read_fixture
 from tests._helpers import run_monitor
 
 

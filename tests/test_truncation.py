@@ -7,23 +7,45 @@ would otherwise have ended well), and the full body gives the expected outcome.
 
 Re-parsing every prefix from the start would be quadratic, so the monitor is snapshotted (pickled)
 after each event while feeding one byte at a time, and each cut resumes from the latest snapshot
-and feeds the rest of its prefix: what is fed is still exactly ``body[:c]``.
+and feeds the rest of its prefix: what is fed is still exactly ``body[:c]``. Fixtures larger than
+``FULL_SWEEP_LIMIT`` are cut around every line end, inside multi-byte characters and at a stride in
+the fast loop, and at every byte in the ``slow`` sweep.
 """
 
 from __future__ import annotations
 
 import pickle
+from collections.abc import Iterable
 
 import pytest
 
 from otelsse import StreamMonitor
-from tests._fixtures import EXPECTED, read_fixture, fixture_names
+from tests._fixtures import EXPECTED, fixture_names, read_fixture
+from tests._helpers import FULL_SWEEP_LIMIT, windowed_positions
 
 _WELL_FORMED = ("complete", "incomplete")
+_LARGE = {name for name in fixture_names() if len(read_fixture(name)) > FULL_SWEEP_LIMIT}
 
 
-@pytest.mark.parametrize("name", fixture_names())
-def test_no_cut_before_the_terminal_event_is_complete(name: str) -> None:
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=[pytest.mark.slow] if name in _LARGE else [])
+        for name in fixture_names()
+    ],
+)
+def test_every_cut_before_the_terminal_event_is_not_complete(name: str) -> None:
+    assert_no_cut_before_the_terminal_is_complete(name, range(len(read_fixture(name)) + 1))
+
+
+@pytest.mark.parametrize("name", sorted(_LARGE))
+def test_windowed_cuts_of_a_large_fixture_before_the_terminal_are_not_complete(name: str) -> None:
+    body = read_fixture(name)
+    assert_no_cut_before_the_terminal_is_complete(name, [0, *windowed_positions(body), len(body)])
+
+
+def assert_no_cut_before_the_terminal_is_complete(name: str, cuts: Iterable[int]) -> None:
+    """Cut ``name`` at each of ``cuts`` (ascending) and judge each prefix as a clean EOF."""
     body = read_fixture(name)
     expected = EXPECTED[name]
     monitor = StreamMonitor(expected.route)
@@ -38,7 +60,7 @@ def test_no_cut_before_the_terminal_event_is_complete(name: str) -> None:
         assert terminal_at is not None, "a well-formed fixture has a terminal event"
 
     index = 0
-    for cut in range(len(body) + 1):
+    for cut in cuts:
         while index + 1 < len(snapshots) and snapshots[index + 1][0] <= cut:
             index += 1
         start, snapshot = snapshots[index]
