@@ -64,7 +64,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 
 import otelsse  # noqa: E402
 from otelsse import Outcome, StreamMonitor, semconv  # noqa: E402
-from otelsse import _json as otelsse_json  # noqa: E402
+from otelsse._core import json as otelsse_json  # noqa: E402
 
 DELTAS = 2000  # text deltas per streamed answer, for both providers
 OPENAI_MODEL = "gpt-4.1-2025-04-14"

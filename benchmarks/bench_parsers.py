@@ -55,7 +55,7 @@ if str(ROOT) not in sys.path:
 
 import otelsse  # noqa: E402
 from otelsse import Outcome, SSEParser, StreamMonitor  # noqa: E402
-from otelsse import _json as otelsse_json  # noqa: E402
+from otelsse._core import json as otelsse_json  # noqa: E402
 
 US = "\u00b5s"  # micro sign, spelled out so the source stays ASCII
 

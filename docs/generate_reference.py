@@ -4,9 +4,10 @@
     python docs/generate_reference.py --write   # write docs/reference.md
 
 Names, types, units, descriptions, buckets and caps come from ``otelsse.semconv``; the closed
-value sets from ``otelsse.monitor.Outcome`` and the built-in routes (all sans-IO, so this runs
-without OpenTelemetry). tests/test_docs.py checks that the committed file equals this output and
-that the Prometheus names below equal the ones the dashboard tests check queries against.
+value sets from ``otelsse.monitor.Outcome`` and the built-in routes' declarations (all sans-IO,
+so this runs without OpenTelemetry). tests/sre/test_docs.py checks that the committed file
+equals this output and that the Prometheus names below equal the ones the dashboard tests check
+queries against.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from pathlib import Path
 
 from otelsse import semconv
 from otelsse.monitor import Outcome
-from otelsse.routes import AUTO, make_adapter, route_names
+from otelsse.routes import AUTO, BUILT_IN
 from otelsse.semconv import prometheus_label, prometheus_series
 
 OUTPUT = Path(__file__).with_name("reference.md")
 
 #: Span attributes set by the instrumentation around the HTTP exchange; every other one comes
-#: from ``StreamReport.to_attributes()``, which ``otelsse inspect --json`` prints too.
+#: from the stream's report (``otelsse.telemetry.span_attributes``), which ``otelsse inspect
+#: --json`` prints too.
 INSTRUMENTATION_ONLY = (
     semconv.HTTP_RESPONSE_STATUS_CODE,
     semconv.SERVER_ADDRESS,
@@ -100,8 +102,8 @@ def _attributes() -> list[str]:
         "## Attributes",
         "",
         f"Set by the instrumentation only: {_code(INSTRUMENTATION_ONLY)}. Every other span "
-        "attribute comes from `StreamReport.to_attributes()`, which the sans-IO core and "
-        "`otelsse inspect --json` give as well. No content is ever recorded: no prompt, "
+        "attribute comes from the stream's `StreamReport` (`otelsse.telemetry.span_attributes`), "
+        "which `otelsse inspect --json` prints as well. No content is ever recorded: no prompt, "
         "generated text, tool arguments, event data, provider error message or header value "
         "other than the request id.",
         "",
@@ -162,11 +164,15 @@ def _closed_sets() -> list[str]:
         (f"`{stage}`", semconv.INSTRUMENTATION_STAGE_DESCRIPTIONS[stage])
         for stage in semconv.INSTRUMENTATION_STAGES
     ]
-    routes = []
-    for name in route_names():
-        if name != AUTO:
-            provider = make_adapter(name).provider
-            routes.append((f"`{name}`", f"`{provider}`" if provider else "— (absent)"))
+    routes = [
+        (
+            f"`{route.name}`",
+            f"`{route.provider}`" if route.provider else "— (absent)",
+            f"`{' '.join(route.example_request)}`" if route.example_request else "any SSE",
+            _code(sorted(route.success_stops)) if route.has_terminal else "none: `eof_unverified`",
+        )
+        for route in BUILT_IN
+    ]
     return [
         "## Label values",
         "",
@@ -186,12 +192,14 @@ def _closed_sets() -> list[str]:
         "",
         f"### `{semconv.ROUTE}` and `{semconv.GEN_AI_PROVIDER_NAME}`",
         "",
-        f"The built-in routes and their provider; routes registered with `register_route()` "
+        "The built-in routes, as each route module declares them: its provider, a request it "
+        "recognises, and the stop reasons that count as success. Routes registered with "
+        f"`register_route()` "
         f"add their own names. `{AUTO}` asks for the contract to be sniffed from the first "
         "events and is replaced by the route found (except on "
         f"`{semconv.STREAMS_ACTIVE.name}`, see `{semconv.ROUTE}` above).",
         "",
-        *_table(("route", "provider"), routes),
+        *_table(("route", "provider", "e.g. request", "success stops"), routes),
         "",
     ]
 

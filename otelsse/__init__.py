@@ -10,9 +10,9 @@ httpx2 or requests, and records one span and a set of metrics per stream. The sa
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
+from ._core.events import SSEEvent
+from ._core.framing import SSEParser
 from ._exceptions import OtelSSEError, ParserClosedError
-from ._framing import SSEParser
-from .events import SSEEvent
 from .monitor import Limits, Outcome, StreamMonitor, StreamReport
 from .reader import (
     AsyncStreamReader,
@@ -24,7 +24,7 @@ from .reader import (
     aread_stream,
     read_stream,
 )
-from .routes import RouteAdapter, detect_route, register_route
+from .routes import Route, detect_route, register_route
 from .version import __version__
 
 if _TYPE_CHECKING:
@@ -36,7 +36,7 @@ __all__ = [
     "OtelSSEError",
     "Outcome",
     "ParserClosedError",
-    "RouteAdapter",
+    "Route",
     "SSEEvent",
     "SSEInstrumentor",
     "SSEParser",

@@ -38,7 +38,9 @@ def _chunks(body: bytes, size: int) -> list[bytes]:
 
 
 def _print_report(report: StreamReport, out: TextIO) -> None:
-    rows = [(key, value) for key, value in report.to_attributes().items()]
+    from .telemetry import span_attributes
+
+    rows = [(key, value) for key, value in span_attributes(report).items()]
     rows.append(("otelsse.discarded_event", report.discarded_event))
     rows.extend(
         (f"otelsse.anomaly.{name}", count) for name, count in sorted(report.anomalies.items())
@@ -61,7 +63,9 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
         events.extend(monitor.feed(chunk))
     report = monitor.close()
     if args.json:
-        document = {"attributes": report.to_attributes(), "anomalies": dict(report.anomalies)}
+        from .telemetry import span_attributes
+
+        document = {"attributes": span_attributes(report), "anomalies": dict(report.anomalies)}
         if args.events:
             document["events"] = [{"event": e.event, "data_chars": len(e.data)} for e in events]
         out.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
@@ -76,7 +80,7 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _demo(args: argparse.Namespace, out: TextIO) -> int:
-    from ._fake_provider import FakeProvider
+    from .demo.provider import FakeProvider
 
     if args.provider_only:
         provider = FakeProvider(args.host, 8400 if args.port is None else args.port)
@@ -89,7 +93,7 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
                 pass
         return 0
     try:
-        from ._demo import DemoOptions, run_demo
+        from .demo.run import DemoOptions, run_demo
     except ImportError as exc:
         sys.stderr.write(f"otelsse demo needs {exc.name}: pip install 'otelsse[demo]'\n")
         return 2

@@ -14,22 +14,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from . import semconv
+from ._core.events import SSEEvent
+from ._core.framing import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, SSEParser
+from ._core.state import StreamState
 from ._exceptions import ParserClosedError
-from ._framing import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, SSEParser
-from ._state import StreamState
-from .events import SSEEvent
-from .routes import Route, RouteAdapter, SniffingAdapter, make_adapter
+from .routes import Route, make_adapter
 
-__all__ = [
-    "Limits",
-    "Outcome",
-    "StreamError",
-    "StreamMonitor",
-    "StreamReport",
-    "stream_error",
-]
+__all__ = ["Limits", "Outcome", "StreamError", "StreamMonitor", "StreamReport"]
 
+#: How a stream ended when it did not end at a clean EOF: the connection was lost, the client's
+#: read deadline fired, or the application stopped reading. Each client module maps its own
+#: exceptions onto these.
 StreamError = Literal["transport", "timeout", "cancelled"]
 
 # A shape the route did not expect (a missing key, a string where an object belongs) raises one
@@ -80,85 +75,41 @@ class StreamReport:
     """Everything the core knows about one finished stream. Never holds content.
 
     Times are in seconds, computed from the ``now`` values given to the monitor; None where no
-    timestamp was given or the moment never came.
+    timestamp was given or the moment never came. Every field but the route and the outcome has
+    a default, so a report of a stream nothing is known about is one line.
     """
 
     route: str
     outcome: Outcome
-    terminal_seen: bool
-    stop_reason: str | None
-    finish_reasons: tuple[str, ...]
-    chunk_count: int
-    bytes_received: int
-    decoded_char_count: int
-    event_count: int
-    comment_count: int
-    unknown_event_count: int
-    pending_line_chars: int
-    pending_event_chars: int
-    discarded_event: bool
-    open_accumulator_count: int
-    tool_call_count: int
-    tool_call_invalid_count: int
-    buffer_limit_stage: str | None
-    decode_error_count: int
-    provider_error_code: str | None
-    error: StreamError | None
-    time_to_first_byte: float | None
-    time_to_first_event: float | None
-    max_inter_event_gap: float | None
-    duration: float | None
-    provider_name: str | None
-    response_model: str | None
-    response_id: str | None
-    input_tokens: int | None
-    output_tokens: int | None
+    terminal_seen: bool = False
+    stop_reason: str | None = None
+    finish_reasons: tuple[str, ...] = ()
+    chunk_count: int = 0
+    bytes_received: int = 0
+    decoded_char_count: int = 0
+    event_count: int = 0
+    comment_count: int = 0
+    unknown_event_count: int = 0
+    pending_line_chars: int = 0
+    pending_event_chars: int = 0
+    discarded_event: bool = False
+    open_accumulator_count: int = 0
+    tool_call_count: int = 0
+    tool_call_invalid_count: int = 0
+    buffer_limit_stage: str | None = None
+    decode_error_count: int = 0
+    provider_error_code: str | None = None
+    error: StreamError | None = None
+    time_to_first_byte: float | None = None
+    time_to_first_event: float | None = None
+    max_inter_event_gap: float | None = None
+    duration: float | None = None
+    provider_name: str | None = None
+    response_model: str | None = None
+    response_id: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
     anomalies: Mapping[str, int] = field(default_factory=dict)
-
-    def to_attributes(self) -> dict[str, str | bool | int | float | tuple[str, ...]]:
-        """The sanitized span attributes (DESIGN §4): counts, sizes, timings, ids; no content."""
-        s = semconv
-        attributes: dict[str, str | bool | int | float | tuple[str, ...]] = {
-            s.ROUTE: self.route,
-            s.OUTCOME: self.outcome.value,
-            s.TERMINAL_SEEN: self.terminal_seen,
-            s.CHUNK_COUNT: self.chunk_count,
-            s.BYTES_RECEIVED: self.bytes_received,
-            s.DECODED_CHAR_COUNT: self.decoded_char_count,
-            s.EVENT_COUNT: self.event_count,
-            s.COMMENT_COUNT: self.comment_count,
-            s.UNKNOWN_EVENT_COUNT: self.unknown_event_count,
-            s.PENDING_LINE_CHARS: self.pending_line_chars,
-            s.PENDING_EVENT_CHARS: self.pending_event_chars,
-            s.OPEN_ACCUMULATOR_COUNT: self.open_accumulator_count,
-            s.TOOL_CALL_COUNT: self.tool_call_count,
-            s.TOOL_CALL_INVALID_COUNT: self.tool_call_invalid_count,
-            s.DECODE_ERROR_COUNT: self.decode_error_count,
-            s.ANOMALY_COUNT: sum(self.anomalies.values()),
-        }
-        optional: dict[str, str | int | float | None] = {
-            s.STOP_REASON: self.stop_reason,
-            s.BUFFER_LIMIT_STAGE: self.buffer_limit_stage,
-            s.PROVIDER_ERROR_CODE: self.provider_error_code,
-            s.TIME_TO_FIRST_BYTE: self.time_to_first_byte,
-            s.TIME_TO_FIRST_EVENT: self.time_to_first_event,
-            s.MAX_INTER_EVENT_GAP: self.max_inter_event_gap,
-            s.DURATION: self.duration,
-            s.GEN_AI_PROVIDER_NAME: self.provider_name,
-            s.GEN_AI_RESPONSE_MODEL: self.response_model,
-            s.GEN_AI_RESPONSE_ID: self.response_id,
-            s.GEN_AI_USAGE_INPUT_TOKENS: self.input_tokens,
-            s.GEN_AI_USAGE_OUTPUT_TOKENS: self.output_tokens,
-            s.ERROR_TYPE: self.outcome.value if self.outcome.value in s.ERROR_OUTCOMES else None,
-        }
-        attributes.update((key, value) for key, value in optional.items() if value is not None)
-        if self.provider_name is not None:
-            attributes[s.GEN_AI_REQUEST_STREAM] = True
-            # The GenAI conventions ask for "error" when the stream ended before its final event.
-            reasons = self.finish_reasons if self.terminal_seen else (*self.finish_reasons, "error")
-            if reasons:
-                attributes[s.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
-        return attributes
 
 
 class StreamMonitor:
@@ -166,7 +117,7 @@ class StreamMonitor:
 
     Args:
         route: a route name (see ``otelsse.routes.route_names()``; ``"auto"`` sniffs the
-            contract from the first events), a registered ``Route``, or an adapter instance.
+            contract from the first events), a ``Route`` class, or a fresh ``Route`` instance.
         limits: ceilings on every buffer; ``Limits()`` when None.
         started_at: when the request was sent, in the same clock as the ``now`` values; times
             are measured from it. Defaults to the first ``now`` given.
@@ -195,14 +146,14 @@ class StreamMonitor:
 
     def __init__(
         self,
-        route: str | Route | RouteAdapter = "generic",
+        route: str | type[Route] | Route = "generic",
         *,
         limits: Limits | None = None,
         started_at: float | None = None,
         collect_text: bool = False,
     ) -> None:
         limits = limits or Limits()
-        self._adapter = route if isinstance(route, RouteAdapter) else make_adapter(route)
+        self._adapter = route if isinstance(route, Route) else make_adapter(route)
         self._on_event = self._adapter.on_event
         self._parser = SSEParser(
             max_line_bytes=limits.max_line_bytes, max_event_bytes=limits.max_event_bytes
@@ -236,7 +187,7 @@ class StreamMonitor:
     @property
     def route(self) -> str:
         """The route name; for ``"auto"``, the contract sniffed so far (``generic`` until then)."""
-        return self._effective_adapter().name
+        return self._adapter.resolved().name
 
     def feed(self, chunk: bytes, now: float | None = None) -> list[SSEEvent]:
         """Take the next bytes as the application read them; return the events they completed.
@@ -298,7 +249,7 @@ class StreamMonitor:
             state.limit_stage = parser.limit_exceeded
         if state.limit_stage is None:
             self._adapter.on_close(state)
-        adapter = self._effective_adapter()
+        adapter = self._adapter.resolved()
         tool_calls = state.tool_calls
         invalid_tools = sum(1 for call in tool_calls if call.closed and not call.valid)
         open_tools = sum(1 for call in tool_calls if not call.closed)
@@ -341,15 +292,7 @@ class StreamMonitor:
             anomalies=dict(state.anomalies),
         )
 
-    def _effective_adapter(self) -> RouteAdapter:
-        adapter = self._adapter
-        if isinstance(adapter, SniffingAdapter) and adapter.chosen is not None:
-            return adapter.chosen
-        return adapter
-
-    def _classify(
-        self, error: StreamError | None, adapter: RouteAdapter, invalid_tools: int
-    ) -> Outcome:
+    def _classify(self, error: StreamError | None, adapter: Route, invalid_tools: int) -> Outcome:
         """The one outcome, first match wins (reference/provider-contracts.md §7, DESIGN §3)."""
         state, parser = self._state, self._parser
         if state.limit_stage is not None:
@@ -378,27 +321,6 @@ class StreamMonitor:
         if state.stop_success is False:
             return Outcome.INCOMPLETE
         return Outcome.COMPLETE
-
-
-def stream_error(exc: BaseException) -> StreamError:
-    """How an exception raised while reading a body ends the stream (for ``close(error=...)``).
-
-    Matched by class name, so no client library is imported. The cause chain is searched too:
-    requests wraps urllib3's ``ReadTimeoutError`` in a ``ConnectionError`` while streaming.
-    """
-    if isinstance(exc, (GeneratorExit, KeyboardInterrupt)):
-        return "cancelled"
-    if type(exc).__name__ == "CancelledError":  # asyncio's, anyio's or trio's
-        return "cancelled"
-    seen: BaseException | None = exc
-    for _ in range(8):  # cause chains are short; a cycle must not loop forever
-        if seen is None:
-            break
-        if isinstance(seen, TimeoutError) or "Timeout" in type(seen).__name__:
-            return "timeout"
-        wrapped = seen.args[0] if seen.args and isinstance(seen.args[0], BaseException) else None
-        seen = seen.__cause__ or seen.__context__ or wrapped
-    return "transport"
 
 
 def _since(start: float | None, moment: float | None) -> float | None:

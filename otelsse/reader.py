@@ -11,8 +11,10 @@ For a UI that must show tokens as they come, ``StreamReader`` yields ``TextDelta
 first: they are marked ``provisional`` because nothing is accepted until ``result()`` returns.
 
 Sources: an httpx or httpx2 ``Response`` (sync or async), a requests ``Response`` opened with
-``stream=True``, or any (async) iterable of ``bytes``. Responses are checked for a 2xx status and
-the ``text/event-stream`` media type before their body is read.
+``stream=True``, or any (async) iterable of ``bytes``. A response is read through its client
+module (``otelsse.instrumentation``), which knows its status, headers, request, body and
+exceptions; it is checked for a 2xx status and the ``text/event-stream`` media type before its
+body is read.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Ma
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._core.http import stream_violation
 from ._exceptions import OtelSSEError
-from .monitor import Limits, Outcome, StreamError, StreamMonitor, StreamReport, stream_error
+from .instrumentation._client import Client, client_of, stream_error
+from .monitor import Limits, Outcome, StreamError, StreamMonitor, StreamReport
 from .routes import AUTO, detect_route, make_adapter
 
 __all__ = [
@@ -127,11 +131,6 @@ def _normalise_tools(tools: ToolSchemas | None) -> dict[str, Mapping[str, Any]]:
     return schemas
 
 
-def _header(headers: Any, name: str) -> str | None:
-    value = headers.get(name) if headers is not None else None
-    return value if isinstance(value, str) else None
-
-
 class _Enforcer:
     """What the sync and async readers share: route choice, HTTP checks, monitor, verdict."""
 
@@ -152,33 +151,33 @@ class _Enforcer:
                     "tools= needs jsonschema: pip install 'otelsse[schema]'"
                 ) from exc
         self._accept = frozenset(accept_stop_reasons) if accept_stop_reasons is not None else None
-        self._check_http(source)
-        if route is None:
-            route = self._detect(source)
+        #: The source's client, None for a plain (async) iterable of bytes.
+        self.client = client_of(source)
+        if self.client is not None:
+            route = self._check_response(self.client, source, route)
         self.monitor = StreamMonitor(
-            make_adapter(route), limits=limits, started_at=time.monotonic(), collect_text=True
+            make_adapter(route or AUTO),
+            limits=limits,
+            started_at=time.monotonic(),
+            collect_text=True,
         )
         self._delivered: dict[tuple[bool, int], int] = {}
 
     @staticmethod
-    def _check_http(source: Any) -> None:
-        status = getattr(source, "status_code", None)
-        if isinstance(status, int) and not 200 <= status < 300:
+    def _check_response(client: Client, response: Any, route: str | None) -> str | None:
+        """Refuse a response that cannot be a stream; return the route (detected if None)."""
+        status = client.status(response)
+        content_type = client.headers(response).get("content-type")
+        violation = stream_violation(status, content_type)
+        if violation == "status":
             raise StreamFault(Outcome.PROTOCOL_ERROR.value, detail=f"HTTP status {status}")
-        headers = getattr(source, "headers", None)
-        if status is not None and headers is not None:
-            media = (_header(headers, "content-type") or "").split(";", 1)[0].strip().lower()
-            if media != "text/event-stream":
-                raise StreamFault(Outcome.PROTOCOL_ERROR.value, detail=f"media type {media!r}")
-
-    @staticmethod
-    def _detect(source: Any) -> str:
-        request = getattr(source, "request", None)
-        method, url = getattr(request, "method", None), getattr(request, "url", None)
-        if isinstance(method, str) and url is not None:
-            content_type = _header(getattr(source, "headers", None), "content-type")
-            return detect_route(method, str(url), content_type) or AUTO
-        return AUTO
+        if violation == "media_type":
+            media = (content_type or "").split(";", 1)[0].strip().lower()
+            raise StreamFault(Outcome.PROTOCOL_ERROR.value, detail=f"media type {media!r}")
+        request = client.request_line(response)
+        if route is None and request is not None:
+            route = detect_route(*request, content_type)
+        return route
 
     def feed(self, chunk: bytes) -> list[TextDelta]:
         monitor = self.monitor
@@ -259,34 +258,6 @@ class _Enforcer:
             raise fault from exc
 
 
-def _requests_chunks(response: Any) -> Iterator[bytes]:
-    """A requests response's body as the bytes arrive, content-decoded.
-
-    ``iter_content(chunk_size=None)`` streams only chunked bodies; for a Content-Length or
-    close-delimited body it waits for the whole body. urllib3's ``read1`` returns what arrived.
-    """
-    read1 = getattr(response.raw, "read1", None)
-    if read1 is None:
-        yield from response.iter_content(chunk_size=None)
-        return
-    while chunk := read1(65536, decode_content=True):
-        yield chunk
-
-
-def _sync_chunks(source: Any) -> Iterator[bytes]:
-    if hasattr(source, "iter_bytes"):  # httpx / httpx2 Response
-        return iter(source.iter_bytes())
-    if hasattr(source, "iter_content"):  # requests Response
-        return _requests_chunks(source)
-    return iter(source)
-
-
-def _async_chunks(source: Any) -> AsyncIterator[bytes]:
-    if hasattr(source, "aiter_bytes"):
-        return aiter(source.aiter_bytes())
-    return aiter(source)
-
-
 class _Reader:
     """What the sync and async readers share: construction, pending deltas, the verdict."""
 
@@ -300,7 +271,7 @@ class _Reader:
         accept_stop_reasons: Iterable[str] | None = None,
     ) -> None:
         self._enforcer = _Enforcer(source, route, tools, limits, accept_stop_reasons)
-        self._source = source
+        self._source: Any = source
         self._chunks: Any = None  # the source's chunk iterator, made on first read
         # Deltas read but not yet handed to the caller: a loop that breaks loses none of them.
         self._pending: deque[TextDelta] = deque()
@@ -350,7 +321,8 @@ class StreamReader(_Reader):
         the next delta.
         """
         if self._chunks is None:
-            self._chunks = _sync_chunks(self._source)
+            client = self._enforcer.client
+            self._chunks = iter(self._source) if client is None else client.chunks(self._source)
         pending = self._pending
         while True:
             while pending:
@@ -379,7 +351,8 @@ class AsyncStreamReader(_Reader):
 
     async def __aiter__(self) -> AsyncIterator[TextDelta]:
         if self._chunks is None:
-            self._chunks = _async_chunks(self._source)
+            client = self._enforcer.client
+            self._chunks = aiter(self._source) if client is None else client.achunks(self._source)
         pending = self._pending
         while True:
             while pending:

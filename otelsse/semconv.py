@@ -343,8 +343,9 @@ ATTRIBUTE_SPECS: dict[str, AttributeSpec] = {
     ),
     GEN_AI_PROVIDER_NAME: AttributeSpec(
         "string", "",
-        "OTel GenAI convention: `openai` (OpenAI and every OpenAI-compatible server on the "
-        "`openai.*` routes), `anthropic` or `gcp.gemini`. Absent on the generic route.",
+        "OTel GenAI convention: the provider its route declares (the route table below; "
+        "OpenAI-compatible servers on the `openai.*` routes are `openai`). Absent on the generic "
+        "route.",
     ),
     GEN_AI_REQUEST_STREAM: AttributeSpec(
         "boolean", "", "OTel GenAI convention: true when the route has a provider; else absent.",

@@ -1,8 +1,9 @@
-"""From ``StreamReport`` to OpenTelemetry: the instruments, the span's end, the metric points.
+"""From ``StreamReport`` to OpenTelemetry: span attributes, the instruments, the metric points.
 
-Every name, unit and bucket boundary comes from ``semconv``; this module only builds the
-instruments and decides what one finished stream records. Nothing here ever sees content: it
-reads reports, whose fields are counts, sizes, timings and provider-sent identifiers.
+Every name, unit, bucket boundary and cap comes from ``semconv``; this module decides what one
+finished stream records and applies the caps (``span_attributes`` for the span, ``Telemetry``
+for the span's end and the metrics). Nothing here ever sees content: it reads reports, whose
+fields are counts, sizes, timings and provider-sent identifiers.
 """
 
 from __future__ import annotations
@@ -20,14 +21,66 @@ from . import semconv
 from .monitor import Outcome, StreamReport
 from .version import __version__
 
-__all__ = ["MetricAttributes", "Telemetry"]
+__all__ = ["OTHER", "AttributeValue", "MetricAttributes", "Telemetry", "span_attributes"]
 
 MetricAttributes = dict[str, Any]
+AttributeValue = str | bool | int | float | tuple[str, ...]
 
 _LOG = logging.getLogger("otelsse")
 
 #: The value a capped attribute takes once its limit of distinct values is reached.
 OTHER = semconv.OVERFLOW_VALUE
+
+
+def span_attributes(report: StreamReport) -> dict[str, AttributeValue]:
+    """The sanitized span attributes of a report (DESIGN §4): counts, sizes, timings, ids, the
+    stop reason and the outcome; never content."""
+    s = semconv
+    attributes: dict[str, AttributeValue] = {
+        s.ROUTE: report.route,
+        s.OUTCOME: report.outcome.value,
+        s.TERMINAL_SEEN: report.terminal_seen,
+        s.CHUNK_COUNT: report.chunk_count,
+        s.BYTES_RECEIVED: report.bytes_received,
+        s.DECODED_CHAR_COUNT: report.decoded_char_count,
+        s.EVENT_COUNT: report.event_count,
+        s.COMMENT_COUNT: report.comment_count,
+        s.UNKNOWN_EVENT_COUNT: report.unknown_event_count,
+        s.PENDING_LINE_CHARS: report.pending_line_chars,
+        s.PENDING_EVENT_CHARS: report.pending_event_chars,
+        s.OPEN_ACCUMULATOR_COUNT: report.open_accumulator_count,
+        s.TOOL_CALL_COUNT: report.tool_call_count,
+        s.TOOL_CALL_INVALID_COUNT: report.tool_call_invalid_count,
+        s.DECODE_ERROR_COUNT: report.decode_error_count,
+        s.ANOMALY_COUNT: sum(report.anomalies.values()),
+    }
+    code = report.provider_error_code
+    optional: dict[str, str | int | float | None] = {
+        s.STOP_REASON: report.stop_reason,
+        s.BUFFER_LIMIT_STAGE: report.buffer_limit_stage,
+        # A code is an identifier; anything longer is cut, as it may not be one.
+        s.PROVIDER_ERROR_CODE: None if code is None else code[: s.MAX_METRIC_VALUE_CHARS],
+        s.TIME_TO_FIRST_BYTE: report.time_to_first_byte,
+        s.TIME_TO_FIRST_EVENT: report.time_to_first_event,
+        s.MAX_INTER_EVENT_GAP: report.max_inter_event_gap,
+        s.DURATION: report.duration,
+        s.GEN_AI_PROVIDER_NAME: report.provider_name,
+        s.GEN_AI_RESPONSE_MODEL: report.response_model,
+        s.GEN_AI_RESPONSE_ID: report.response_id,
+        s.GEN_AI_USAGE_INPUT_TOKENS: report.input_tokens,
+        s.GEN_AI_USAGE_OUTPUT_TOKENS: report.output_tokens,
+        s.ERROR_TYPE: report.outcome.value if report.outcome.value in s.ERROR_OUTCOMES else None,
+    }
+    attributes.update((key, value) for key, value in optional.items() if value is not None)
+    if report.provider_name is not None:
+        attributes[s.GEN_AI_REQUEST_STREAM] = True
+        # The GenAI conventions ask for "error" when the stream ended before its final event.
+        reasons = report.finish_reasons
+        if not report.terminal_seen:
+            reasons = (*reasons, "error")
+        if reasons:
+            attributes[s.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+    return attributes
 
 
 class _CappedValues:
@@ -129,12 +182,13 @@ class Telemetry:
         self._active.add(-1, attributes)
 
     def end_span(
-        self, span: Span, report: StreamReport, span_attributes: Mapping[str, Any]
+        self, span: Span, report: StreamReport, http_attributes: Mapping[str, Any]
     ) -> None:
-        """Set the report's attributes and the status, then end the span (always)."""
+        """Set the report's and the HTTP exchange's attributes and the status, then end the span
+        (always)."""
         try:
             if span.is_recording():
-                span.set_attributes({**report.to_attributes(), **span_attributes})
+                span.set_attributes({**span_attributes(report), **http_attributes})
                 if report.outcome.value in semconv.ERROR_OUTCOMES:
                     # The outcome name is the whole description: a message could be content.
                     span.set_status(Status(StatusCode.ERROR, report.outcome.value))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from otelsse._demo import Job
+from otelsse.demo.run import Job
 
 __all__ = ["PROVIDER_ERROR_RAISES", "client_raises"]
 

@@ -1,28 +1,105 @@
-"""Units of the instrumentation: telemetry from reports, content decoding, the request watch.
+"""Telemetry from reports: sanitized span attributes, the span's end, the metric points.
 
-``Telemetry`` is driven with real ``StreamReport``s (from ``StreamMonitor`` over small bodies) and
-read back through a real OpenTelemetry SDK (in-memory exporter and metric reader); nothing is
-mocked. The names, units and buckets are compared with ``semconv``, the one module that owns them.
+``span_attributes`` is checked over every fixture and over streams whose every content field
+carries a marker. ``Telemetry`` is driven with real ``StreamReport``s (from ``StreamMonitor`` over
+small bodies) and read back through a real OpenTelemetry SDK (in-memory exporter and metric
+reader); nothing is mocked. The names, units and buckets are compared with ``semconv``, the one
+module that owns them.
 """
 
 from __future__ import annotations
 
-import gzip
+import json
 import logging
-import re
-import zlib
 
-import httpx
 import pytest
 from opentelemetry.trace import StatusCode
 
-from otelsse import semconv
-from otelsse.instrumentation._content import UnsupportedEncoding, content_decoder
-from otelsse.instrumentation._observer import Settings, Watch, body_asks_for_stream
+from otelsse import StreamFault, read_stream, semconv
 from otelsse.monitor import Outcome, StreamMonitor, StreamReport
-from otelsse.telemetry import OTHER, Telemetry
+from otelsse.telemetry import OTHER, Telemetry, span_attributes
+from tests._fixtures import fixture_names, read_fixture
+from tests._helpers import run_monitor
+from tests._otel import Telemetry as SDK
 
-from ._otel import Telemetry as SDK
+# -- span attributes ----------------------------------------------------------------------------
+
+MARKER = "CANARY7f3a"
+
+
+def _canary_streams() -> dict[str, bytes]:
+    """Streams whose text, reasoning, tool arguments and error messages all carry the marker."""
+    chat = {"id": "c", "object": "chat.completion.chunk", "model": "m"}
+
+    def chat_event(choice: dict[str, object], **extra: object) -> str:
+        return f"data: {json.dumps({**chat, 'choices': [choice], **extra})}\n\n"
+
+    tool = {
+        "index": 0,
+        "id": "call",
+        "function": {"name": "f", "arguments": json.dumps({"q": MARKER})},
+    }
+    openai = (
+        chat_event({"index": 0, "delta": {"content": f"text {MARKER}"}})
+        + chat_event({"index": 0, "delta": {"reasoning_content": f"think {MARKER}"}})
+        + chat_event({"index": 0, "delta": {"tool_calls": [tool]}})
+        + chat_event({"index": 0, "delta": {}, "finish_reason": "tool_calls"})
+        + "data: [DONE]\n\n"
+    )
+    error = chat_event({"index": 0, "delta": {"content": MARKER}}) + (
+        f'data: {{"error": {{"message": "{MARKER} failed", "type": "server_error"}}}}\n\n'
+    )
+    anthropic = (
+        "event: message_start\n"
+        'data: {"type":"message_start","message":{"id":"msg","model":"m"}}\n\n'
+        'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+        '"content_block":{"type":"text","text":""}}\n\n'
+        'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+        f'"delta":{{"type":"text_delta","text":"{MARKER}"}}}}\n\n'
+        'event: error\ndata: {"type":"error","error":{"type":"overloaded_error",'
+        f'"message":"{MARKER}"}}}}\n\n'
+    )
+    return {
+        "openai": openai.encode(),
+        "openai-error": error.encode(),
+        "anthropic-error": anthropic.encode(),
+        "cut": openai.encode()[: len(openai) // 2],
+    }
+
+
+@pytest.mark.parametrize(("name", "body"), list(_canary_streams().items()))
+def test_no_content_reaches_attributes_reports_or_faults(name: str, body: bytes) -> None:
+    _, report = run_monitor([body])
+    assert MARKER not in repr(span_attributes(report))
+    assert MARKER not in repr(report)
+    with pytest.raises(StreamFault) as caught:
+        read_stream([body], accept_stop_reasons=[])
+    assert MARKER not in str(caught.value)
+    assert MARKER not in repr(caught.value)
+
+
+@pytest.mark.parametrize("name", fixture_names())
+def test_attributes_use_only_contract_names_and_valid_types(name: str) -> None:
+    _, report = run_monitor([read_fixture(name)])
+    attributes = span_attributes(report)
+    assert set(attributes) <= set(semconv.ATTRIBUTES)
+    for key, value in attributes.items():
+        if isinstance(value, tuple):
+            assert all(isinstance(item, str) for item in value), key
+        else:
+            assert isinstance(value, (str, bool, int, float)), key
+    assert attributes[semconv.OUTCOME] == report.outcome.value
+    assert (semconv.ERROR_TYPE in attributes) == (report.outcome.value in semconv.ERROR_OUTCOMES)
+
+
+def test_finish_reasons_end_with_error_when_the_stream_ended_early() -> None:
+    _, cut = run_monitor([read_fixture("synthetic/openai-chat-truncated-mid-tool-call.sse")])
+    _, whole = run_monitor([read_fixture("real/openai-chat-parallel-tool-calls.sse")])
+    assert span_attributes(cut)[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("error",)
+    assert span_attributes(whole)[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_calls",)
+
+
+# -- the span and the metrics ------------------------------------------------------------------
 
 
 def chat_body(model: str = "m-1", reason: str = "stop") -> bytes:
@@ -88,7 +165,7 @@ def test_span_carries_the_report_attributes_and_ends_once(sdk: SDK) -> None:
     span = sdk.stream_span()
     assert span.end_time is not None
     attributes = dict(span.attributes or {})
-    assert attributes == {**report.to_attributes(), semconv.SERVER_ADDRESS: "127.0.0.1"}
+    assert attributes == {**span_attributes(report), semconv.SERVER_ADDRESS: "127.0.0.1"}
     assert attributes[semconv.OUTCOME] == "complete"
     assert span.status.status_code is StatusCode.UNSET
 
@@ -182,118 +259,3 @@ def test_a_contained_error_is_counted_each_time_and_logged_once_without_its_mess
     assert len(records) == 1
     assert "ValueError" in records[0].getMessage()
     assert "secret" not in caplog.text
-
-
-# -- content decoding ---------------------------------------------------------------------------
-
-BODY = b"data: " + b"x" * 5000 + b"\n\n"
-
-
-def decode_in_pieces(encoding: str, coded: bytes, piece: int = 7) -> bytes:
-    decode = content_decoder(encoding)
-    assert decode is not None
-    return b"".join(decode(coded[i : i + piece]) for i in range(0, len(coded), piece))
-
-
-@pytest.mark.parametrize(
-    ("encoding", "coded"),
-    [
-        ("gzip", gzip.compress(BODY)),
-        ("x-gzip", gzip.compress(BODY)),
-        ("deflate", zlib.compress(BODY)),
-        ("deflate", zlib.compress(BODY)[2:-4]),  # raw DEFLATE, as some servers send it
-        ("GZIP, identity", gzip.compress(BODY)),
-        ("deflate, gzip", gzip.compress(zlib.compress(BODY))),
-    ],
-    ids=["gzip", "x-gzip", "deflate-zlib", "deflate-raw", "with-identity", "two-codings"],
-)
-def test_content_decoder_undoes_each_coding_in_pieces(encoding: str, coded: bytes) -> None:
-    assert decode_in_pieces(encoding, coded) == BODY
-
-
-@pytest.mark.parametrize("encoding", [None, "", "identity"])
-def test_identity_needs_no_decoder(encoding: str | None) -> None:
-    assert content_decoder(encoding) is None
-
-
-def test_an_unknown_coding_is_refused() -> None:
-    with pytest.raises(UnsupportedEncoding, match="compress"):
-        content_decoder("compress")
-
-
-# -- which requests are watched -----------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("body", "asks"),
-    [
-        ({"stream": True}, True),
-        ({"stream": "true"}, False),
-        ({"stream": False}, False),
-        (b'{"model": "m", "stream" : true}', True),
-        ('{"stream":true}', True),
-        (b'{"stream": false, "text": "\\"stream\\": true"}', False),  # quoted text is not a key
-        (b'{"options": {"stream": true}}', True),  # conservative: at worst one more span
-        (b'{"model": "m"}', False),
-        (None, False),
-    ],
-)
-def test_body_asks_for_stream(body: object, asks: bool) -> None:
-    assert body_asks_for_stream(body) is asks
-
-
-@pytest.mark.parametrize(
-    ("method", "url", "stream_asked", "accept", "route", "expects"),
-    [
-        ("POST", "http://h/v1/chat/completions", True, None, "openai.chat_completions", True),
-        ("POST", "http://h/v1/chat/completions", False, None, "openai.chat_completions", False),
-        ("POST", "http://h/v1/messages", False, "text/event-stream", "anthropic.messages", True),
-        ("POST", "http://h/v1/models/g:streamGenerateContent?alt=sse", False, None,
-         "gemini.generate_content", True),
-        ("POST", "http://h/v1/models/g:streamGenerateContent", False, None,
-         "gemini.generate_content", False),
-        ("GET", "http://h/v1/responses/r1?stream=true", False, None, "openai.responses", True),
-        ("POST", "http://h/v2/chat", True, "text/event-stream", None, False),
-    ],
-)  # fmt: skip
-def test_watch_expects_sse_only_on_streaming_routes(
-    sdk: SDK,
-    method: str,
-    url: str,
-    stream_asked: bool,
-    accept: str | None,
-    route: str | None,
-    expects: bool,
-) -> None:
-    settings = Settings(Telemetry(sdk.tracer_provider, sdk.meter_provider))
-    watch = watch_url(settings, method, url, stream_asked, accept)
-    assert watch is not None
-    assert (watch.route, watch.expects_sse) == (route, expects)
-    assert (watch.span is not None) is expects
-    if watch.span is not None:
-        watch.span.end()
-        assert dict(sdk.stream_span().attributes or {}) == {
-            semconv.ROUTE: route,
-            semconv.SERVER_ADDRESS: "h",
-            semconv.SERVER_PORT: 80,
-        }
-
-
-def watch_url(
-    settings: Settings, method: str, url: str, stream_asked: bool = True, accept: str | None = None
-) -> Watch | None:
-    target = httpx.URL(url)
-    return settings.watch(
-        method,
-        target,
-        target.path,
-        target.query.decode(),
-        stream_asked=lambda: stream_asked,
-        accept=lambda: accept,
-    )
-
-
-def test_excluded_urls_are_not_watched(sdk: SDK) -> None:
-    settings = Settings(Telemetry(sdk.tracer_provider), excluded_urls=re.compile("internal"))
-    assert watch_url(settings, "POST", "http://internal/v1/chat/completions") is None
-    assert watch_url(settings, "POST", "http://public/v1/chat/completions") is not None

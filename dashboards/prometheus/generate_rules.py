@@ -6,7 +6,7 @@ After editing a threshold or the SLO target, run::
 
     python dashboards/prometheus/generate_rules.py
 
-``tests/test_prometheus_rules.py`` fails while the committed files differ from this output, and
+``tests/sre/test_prometheus_rules.py`` fails while the committed files differ from this output, and
 runs ``promtool check rules`` and the ``promtool test rules`` cases in ``tests/``.
 
 Every stream rule aggregates to one level, ``(job, otelsse_route, server_address)``: the app

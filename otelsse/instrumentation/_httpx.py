@@ -1,27 +1,34 @@
-"""httpx and httpx2 (one body of code): wrap ``Client.send`` and ``AsyncClient.send``.
+"""httpx and httpx2 (one body of code): their shape, and the wrappers of ``Client.send`` and
+``AsyncClient.send``.
 
 The span starts in ``send`` (so the contrib HTTP span, made deeper in the transport, is its
 child whatever the instrumentation order) and is current only while ``send`` runs. The tap
 replaces ``response.stream`` with a transparent proxy: ``iter_raw`` and everything built on it
 (``iter_bytes``/``iter_text``/``iter_lines``/``read`` and the async twins, and the SDKs above
-them) pull every body byte through it, and ``Response.close()``/``aclose()`` reach it too.
+them) pull every body byte through it, and ``Response.close()``/``aclose()`` reach it too. The
+proxy sees the body before content-decoding, so the observer decodes it.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+import importlib
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import wrapt
 
-from ._observer import Settings, StreamObserver, Watch, body_asks_for_stream, tee
-
-__all__ = ["async_send_wrapper", "sync_send_wrapper"]
+from ._client import Client, Target, body_asks_for_stream
+from ._tee import atee, tee
 
 if TYPE_CHECKING:  # wrapt's stubs make ObjectProxy generic; at run time it is not
+    from ._observer import Settings, StreamObserver, Watch
+
     _Proxy = wrapt.ObjectProxy[Any]
 else:
     _Proxy = wrapt.ObjectProxy
+
+__all__ = ["CLIENTS", "HttpxClient"]
 
 
 class _SyncStreamTap(_Proxy):
@@ -32,8 +39,7 @@ class _SyncStreamTap(_Proxy):
         self._self_observer = observer
 
     def __iter__(self) -> Iterator[bytes]:
-        observer = self._self_observer
-        return tee(self.__wrapped__, observer, observer.feed)
+        return tee(self.__wrapped__, self._self_observer)
 
     def close(self) -> None:
         try:
@@ -49,17 +55,8 @@ class _AsyncStreamTap(_Proxy):
         super().__init__(stream)
         self._self_observer = observer
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        observer = self._self_observer
-        feed = observer.feed
-        try:
-            async for chunk in self.__wrapped__:
-                feed(chunk)
-                yield chunk
-        except BaseException as exc:
-            observer.fail(exc)
-            raise
-        observer.finish()
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return atee(self.__wrapped__, self._self_observer)
 
     async def aclose(self) -> None:
         try:
@@ -68,23 +65,95 @@ class _AsyncStreamTap(_Proxy):
             self._self_observer.finish("cancelled")
 
 
-def _watch(settings: Settings, request: Any) -> Watch | None:
-    url = request.url
-    return settings.watch(
-        request.method,
-        url,
-        url.path,
-        url.query.decode("ascii", "replace"),
-        stream_asked=lambda: body_asks_for_stream(_body(request)),
-        accept=lambda: request.headers.get("accept"),
-    )
+class HttpxClient(Client):
+    """httpx or httpx2: the same API under two import names."""
 
+    taps_coded_body = True
 
-def _body(request: Any) -> bytes | None:
-    try:
-        return request.content  # type: ignore[no-any-return]
-    except Exception:  # a streaming request body is not read: it cannot be asked
-        return None
+    def __init__(self, library: str) -> None:
+        self.library = library
+
+    def targets(self) -> list[Target]:
+        module = importlib.import_module(self.library)
+        return [
+            (module.Client, "send", self._sync_send_wrapper),
+            (module.AsyncClient, "send", self._async_send_wrapper),
+        ]
+
+    def status(self, response: Any) -> int:
+        return response.status_code  # type: ignore[no-any-return]
+
+    def headers(self, response: Any) -> Mapping[str, str]:
+        return response.headers  # type: ignore[no-any-return]
+
+    def request_line(self, response: Any) -> tuple[str, str] | None:
+        try:
+            request = response.request
+        except RuntimeError:  # a Response built by hand has no request
+            return None
+        return request.method, str(request.url)
+
+    def consumed_body(self, response: Any) -> bytes | None:
+        return response.content if response.is_stream_consumed else None
+
+    def chunks(self, response: Any) -> Iterator[bytes]:
+        return iter(response.iter_bytes())
+
+    def achunks(self, response: Any) -> AsyncIterator[bytes]:
+        return aiter(response.aiter_bytes())
+
+    def is_timeout(self, error: BaseException) -> bool:
+        return isinstance(error, sys.modules[self.library].TimeoutException)
+
+    def _watch(self, settings: Settings, request: Any) -> Watch | None:
+        url = request.url
+        return settings.watch(
+            self,
+            request.method,
+            url,
+            url.path,
+            url.query.decode("ascii", "replace"),
+            stream_asked=lambda: body_asks_for_stream(_body(request)),
+            accept=lambda: request.headers.get("accept"),
+        )
+
+    def _sync_send_wrapper(self, settings: Settings) -> Callable[..., Any]:
+        def send(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            watch = settings.begin(self._watch, _request_of(args, kwargs))
+            if watch is None:
+                return wrapped(*args, **kwargs)
+            with watch:
+                response = wrapped(*args, **_send_kwargs(watch, kwargs))
+            watch.observe(response, _tap_sync)
+            if watch.expects_sse and not kwargs.get("stream", False):
+                try:
+                    response.read()
+                except BaseException:
+                    response.close()
+                    raise
+            return response
+
+        return send
+
+    def _async_send_wrapper(self, settings: Settings) -> Callable[..., Any]:
+        async def send(
+            wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+        ) -> Any:
+            watch = settings.begin(self._watch, _request_of(args, kwargs))
+            if watch is None:
+                return await wrapped(*args, **kwargs)
+            with watch:
+                response = await wrapped(*args, **_send_kwargs(watch, kwargs))
+            watch.observe(response, _tap_async)
+            if watch.expects_sse and not kwargs.get("stream", False):
+                try:
+                    await response.aread()
+                except BaseException:
+                    await response.aclose()
+                    raise
+            return response
+
+        return send
 
 
 def _tap_sync(response: Any, observer: StreamObserver) -> None:
@@ -93,6 +162,13 @@ def _tap_sync(response: Any, observer: StreamObserver) -> None:
 
 def _tap_async(response: Any, observer: StreamObserver) -> None:
     response.stream = _AsyncStreamTap(response.stream, observer)
+
+
+def _body(request: Any) -> bytes | None:
+    try:
+        return request.content  # type: ignore[no-any-return]
+    except Exception:  # a streaming request body is not read: it cannot be asked
+        return None
 
 
 def _request_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -105,41 +181,4 @@ def _send_kwargs(watch: Watch, kwargs: dict[str, Any]) -> dict[str, Any]:
     return {**kwargs, "stream": True} if watch.expects_sse else kwargs
 
 
-def sync_send_wrapper(settings: Settings) -> Callable[..., Any]:
-    def send(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        watch = settings.begin(_watch, _request_of(args, kwargs))
-        if watch is None:
-            return wrapped(*args, **kwargs)
-        with watch:
-            response = wrapped(*args, **_send_kwargs(watch, kwargs))
-        watch.observe(response, consumed=response.is_stream_consumed, coded=True, tap=_tap_sync)
-        if watch.expects_sse and not kwargs.get("stream", False):
-            try:
-                response.read()
-            except BaseException:
-                response.close()
-                raise
-        return response
-
-    return send
-
-
-def async_send_wrapper(settings: Settings) -> Callable[..., Any]:
-    async def send(
-        wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        watch = settings.begin(_watch, _request_of(args, kwargs))
-        if watch is None:
-            return await wrapped(*args, **kwargs)
-        with watch:
-            response = await wrapped(*args, **_send_kwargs(watch, kwargs))
-        watch.observe(response, consumed=response.is_stream_consumed, coded=True, tap=_tap_async)
-        if watch.expects_sse and not kwargs.get("stream", False):
-            try:
-                await response.aread()
-            except BaseException:
-                await response.aclose()
-                raise
-        return response
-
-    return send
+CLIENTS: dict[str, Client] = {library: HttpxClient(library) for library in ("httpx", "httpx2")}

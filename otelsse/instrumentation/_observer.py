@@ -1,9 +1,12 @@
 """What every client shares: which requests to watch, and one observer per watched response.
 
-    send() wrapper ── Settings.watch(request) ──> Watch      (before the request goes out)
-    headers ───────── Watch.response(...) ──────> StreamObserver | None
-    body reads ────── StreamObserver.feed(chunk)  (the tap, as the application reads)
-    end ───────────── StreamObserver.finish(error)  exactly once: EOF, close, error, GC
+    a client's send wrapper ── Settings.watch(client, ...) ──> Watch   (before the request goes out)
+    headers ── Watch.observe(response) ──> StreamObserver, installed by client.tap(...)
+    body reads ── StreamObserver.feed(chunk)     (the tee, as the application reads)
+    end ── StreamObserver.finish(error)  exactly once: EOF, close, error, GC
+
+Client-neutral: a response is read only through its ``Client`` (``_client.py``), and a route only
+through its ``Route`` declarations.
 
 Everything here is contained: a failure is counted in ``otelsse.instrumentation.errors`` and
 the application's request, response and exceptions are left exactly as they were.
@@ -15,7 +18,7 @@ import dataclasses
 import re
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from opentelemetry import context as otel_context
@@ -25,37 +28,19 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import Span
 
 from .. import semconv
-from ..monitor import Limits, Outcome, StreamError, StreamMonitor, StreamReport, stream_error
-from ..routes import AUTO, detect_route, match_route
+from .._core.http import is_event_stream, stream_violation
+from ..monitor import Limits, Outcome, StreamError, StreamMonitor, StreamReport
+from ..routes import AUTO, Request, Route, match_route
 from ..telemetry import MetricAttributes, Telemetry
+from ._client import Client, stream_error
 from ._content import ContentDecoder, UnsupportedEncoding, content_decoder
 
-__all__ = ["URL", "Settings", "StreamObserver", "Watch", "body_asks_for_stream", "tee"]
-
-_STREAM_TRUE = re.compile(rb'"stream"\s*:\s*true')
-
-
-def body_asks_for_stream(body: object) -> bool:
-    """Whether a JSON request body says ``"stream": true`` (read, never recorded)."""
-    if isinstance(body, dict):
-        return body.get("stream") is True
-    if isinstance(body, str):
-        body = body.encode("utf-8", "replace")
-    if isinstance(body, (bytes, bytearray, memoryview)):
-        data = bytes(body)
-        return b'"stream"' in data and _STREAM_TRUE.search(data) is not None
-    return False
-
-
-def _is_event_stream(content_type: str | None) -> bool:
-    return (
-        content_type is not None
-        and content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
-    )
+__all__ = ["URL", "Settings", "StreamObserver", "Watch"]
 
 
 class URL(Protocol):
-    """What the watch needs of a request URL (httpx's ``URL`` has it; see ``_requests.py``)."""
+    """What the watch needs of a request URL (httpx's ``URL`` has it; see ``_requests.py``); its
+    ``str()`` is the whole URL, matched against ``excluded_urls``."""
 
     @property
     def host(self) -> str: ...
@@ -86,6 +71,7 @@ class Settings:
 
     def watch(
         self,
+        client: Client,
         method: str,
         url: URL,
         path: str,
@@ -99,25 +85,18 @@ class Settings:
         ``url`` is the client's URL object (made text only when needed); ``stream_asked`` and
         ``accept`` are asked only for a request on a known route. Returns None for an excluded
         URL. A request that a known streaming route expects to be SSE (``"stream": true``, an
-        SSE ``Accept``, or a path that always streams) gets its span now, so the HTTP client
+        SSE ``Accept``, or a URL that always streams) gets its span now, so the HTTP client
         span nests under it; any other request is watched only for an SSE response, and gets
         its span then.
         """
         if self.excluded_urls is not None and self.excluded_urls.search(str(url)):
             return None
-        route = match_route(method, path, query)
+        request = Request(method.upper(), url.host, path, query)
+        route = match_route(request)
         expects_sse = route is not None and (
-            stream_asked() or _is_event_stream(accept()) or _always_streams(route, path, query)
+            stream_asked() or is_event_stream(accept()) or route.always_streams(request)
         )
-        return Watch(self, method, url, route, expects_sse)
-
-
-def _always_streams(route: str, path: str, query: str) -> bool:
-    if route == "gemini.generate_content":
-        return "alt=sse" in query
-    if path.endswith(":streamRawPredict"):
-        return True
-    return route == "openai.responses" and "stream=" in query  # GET .../responses/{id}
+        return Watch(self, client, method, url, route, expects_sse)
 
 
 class Watch:
@@ -125,6 +104,7 @@ class Watch:
 
     __slots__ = (
         "_token",
+        "client",
         "context",
         "expects_sse",
         "method",
@@ -139,12 +119,14 @@ class Watch:
     def __init__(
         self,
         settings: Settings,
+        client: Client,
         method: str,
         url: URL,
-        route: str | None,
+        route: type[Route] | None,
         expects_sse: bool,
     ) -> None:
         self.settings = settings
+        self.client = client
         self.method = method
         self.url = url
         self.route = route
@@ -159,7 +141,7 @@ class Watch:
     def _server_attributes(self) -> dict[str, Any]:
         attributes: dict[str, Any] = {}
         if self.route is not None:
-            attributes[semconv.ROUTE] = self.route
+            attributes[semconv.ROUTE] = self.route.name
         url = self.url
         if url.host:
             attributes[semconv.SERVER_ADDRESS] = url.host
@@ -182,28 +164,24 @@ class Watch:
         if error is not None:
             self.failed(error)
 
-    def observe(
-        self,
-        response: Any,
-        *,
-        consumed: bool,
-        coded: bool,
-        tap: Callable[[Any, StreamObserver], None],
-    ) -> None:
+    def observe(self, response: Any, tap: Callable[[Any, StreamObserver], None]) -> None:
         """The response headers are in: observe its body if it is a stream. Never raises.
 
-        ``consumed``: the client already read the whole body (``stream=False``), which is then
-        observed at once. Otherwise ``tap(response, observer)`` installs the tee; ``coded``
-        says whether the tee sees the body before content-decoding.
+        A body the client already read (``stream=False``) is observed at once; otherwise
+        ``tap(response, observer)``, the client's, installs the tee.
         """
+        client = self.client
         try:
-            headers = response.headers
-            decoded = consumed or not coded
-            observer = self.response(response.status_code, headers, body_decoded=decoded)
+            body = client.consumed_body(response)
+            observer = self.response(
+                client.status(response),
+                client.headers(response),
+                body_decoded=body is not None or not client.taps_coded_body,
+            )
             if observer is None:
                 return
-            if consumed:
-                observer.feed(response.content)
+            if body is not None:
+                observer.feed(body)
                 observer.finish()
             else:
                 tap(response, observer)
@@ -214,14 +192,14 @@ class Watch:
     def failed(self, error: BaseException) -> None:
         """The request raised before any response (connect error, timeout): end the span."""
         if self.span is not None:
-            observer = StreamObserver(self, self.route or AUTO, self._server_attributes())
+            observer = StreamObserver(self, self._route_name(), self._server_attributes())
             observer.finish(stream_error(error))
 
     def contain(self, error: Exception) -> None:
         """otelsse itself failed around the send: count it and end the span it started."""
         self.settings.telemetry.count_error(error, "send")
         if self.span is not None and self.span.is_recording():
-            observer = StreamObserver(self, self.route or AUTO, self._server_attributes())
+            observer = StreamObserver(self, self._route_name(), self._server_attributes())
             observer.broken = True
             observer.finish()
 
@@ -238,10 +216,9 @@ class Watch:
         tap sees the body after content-decoding (else the observer decodes it).
         """
         content_type = headers.get("content-type")
-        sse = _is_event_stream(content_type)
-        if not sse and not self.expects_sse:
+        if not self.expects_sse and not is_event_stream(content_type):
             return None
-        route = self.route or detect_route(self.method, str(self.url), content_type) or AUTO
+        route = self._route_name()
         span_attributes = self._server_attributes()
         span_attributes[semconv.HTTP_RESPONSE_STATUS_CODE] = status
         for name in semconv.REQUEST_ID_HEADERS:
@@ -249,17 +226,22 @@ class Watch:
             if request_id:
                 span_attributes[semconv.REQUEST_ID] = _printable(request_id)
                 break
-        if not sse or not 200 <= status < 300:
+        violation = stream_violation(status, content_type)
+        if violation is not None:
             # A streaming route answered with something else (an HTML 502, a JSON 429): the
             # stream failed at its headers; its body is the application's, not a stream.
             observer = StreamObserver(self, route, span_attributes)
-            observer.monitor.flag_protocol_error("media_type" if not sse else "status")
+            observer.monitor.flag_protocol_error(violation)
             observer.finish(None)
             return None
         observer = StreamObserver(self, route, span_attributes, active=True)
         if not body_decoded:
             observer.decode_as(headers.get("content-encoding"))
         return observer
+
+    def _route_name(self) -> str:
+        # A request no route claimed is observed only as SSE: its events will tell.
+        return AUTO if self.route is None else self.route.name
 
 
 def _printable(value: str) -> str:
@@ -380,29 +362,9 @@ class StreamObserver:
 def _internal_error_report(monitor: StreamMonitor) -> StreamReport:
     """What can still be said of a stream whose monitor failed: its counts, and that it failed."""
     return StreamReport(
-        route=monitor.route, outcome=Outcome.INTERNAL_ERROR, terminal_seen=False,
-        stop_reason=None, finish_reasons=(), chunk_count=monitor.chunk_count,
-        bytes_received=monitor.bytes_received, decoded_char_count=0,
-        event_count=monitor.event_count, comment_count=0, unknown_event_count=0,
-        pending_line_chars=0, pending_event_chars=0, discarded_event=False,
-        open_accumulator_count=0, tool_call_count=0, tool_call_invalid_count=0,
-        buffer_limit_stage=None, decode_error_count=0, provider_error_code=None, error=None,
-        time_to_first_byte=None, time_to_first_event=None, max_inter_event_gap=None,
-        duration=None, provider_name=None, response_model=None, response_id=None,
-        input_tokens=None, output_tokens=None,
-    )  # fmt: skip
-
-
-def tee(
-    chunks: Iterable[bytes], observer: StreamObserver, feed: Callable[[bytes], None]
-) -> Iterator[bytes]:
-    """``chunks`` unchanged, each given to ``feed`` as the application takes it; the stream
-    ends at their end or with the exception that ended them (re-raised as it was)."""
-    try:
-        for chunk in chunks:
-            feed(chunk)
-            yield chunk
-    except BaseException as exc:
-        observer.fail(exc)
-        raise
-    observer.finish()
+        route=monitor.route,
+        outcome=Outcome.INTERNAL_ERROR,
+        chunk_count=monitor.chunk_count,
+        bytes_received=monitor.bytes_received,
+        event_count=monitor.event_count,
+    )

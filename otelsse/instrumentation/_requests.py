@@ -1,4 +1,4 @@
-"""requests: wrap ``Session.request`` and tap ``response.raw``.
+"""requests: its shape, and the wrapper of ``Session.request`` that taps ``response.raw``.
 
 ``Session.request`` (not ``Session.send``, which the contrib instrumentation owns and would
 unwrap) makes the span the parent of the contrib HTTP span in either order. The tap is a
@@ -10,22 +10,27 @@ counted twice. A requests ``Session.send(prepared, stream=True)`` called directl
 
 from __future__ import annotations
 
+import importlib
 import inspect
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import wrapt
 
-from ._observer import Settings, StreamObserver, Watch, body_asks_for_stream, tee
-
-__all__ = ["request_wrapper"]
+from ._client import Client, Target, body_asks_for_stream
+from ._tee import tee
 
 if TYPE_CHECKING:  # wrapt's stubs make ObjectProxy generic; at run time it is not
+    from ._observer import Settings, StreamObserver, Watch
+
     _Proxy = wrapt.ObjectProxy[Any]
 else:
     _Proxy = wrapt.ObjectProxy
+
+__all__ = ["CLIENTS", "RequestsClient"]
 
 
 class _RawTap(_Proxy):
@@ -81,9 +86,8 @@ class _RawTap(_Proxy):
     def _self_iterate(
         self, chunks: Iterator[bytes], decode_content: bool | None
     ) -> Iterator[bytes]:
-        return tee(
-            chunks, self._self_observer, partial(self._self_feed, decode_content=decode_content)
-        )
+        feed = partial(self._self_feed, decode_content=decode_content)
+        return tee(chunks, self._self_observer, feed)
 
     def stream(
         self, amt: int | None = 2**16, decode_content: bool | None = None
@@ -173,16 +177,89 @@ class _URL:
         return self._text
 
 
-def _watch(settings: Settings, session: Any, arguments: dict[str, Any]) -> Watch | None:
-    url = _URL(str(arguments.get("url") or ""))
-    return settings.watch(
-        str(arguments.get("method") or "GET").upper(),
-        url,
-        url.parts.path,
-        url.parts.query,
-        stream_asked=lambda: body_asks_for_stream(_body(arguments)),
-        accept=lambda: _header(session, arguments, "accept"),
-    )
+class RequestsClient(Client):
+    """requests, over urllib3."""
+
+    library = "requests"
+    # urllib3 decodes for the application unless it reads ``raw`` itself without
+    # ``decode_content``; the tap decodes exactly then (see ``_RawTap._self_feed``).
+    taps_coded_body = False
+
+    def targets(self) -> list[Target]:
+        sessions = importlib.import_module("requests.sessions")
+        return [(sessions.Session, "request", self._request_wrapper)]
+
+    def status(self, response: Any) -> int:
+        return response.status_code  # type: ignore[no-any-return]
+
+    def headers(self, response: Any) -> Mapping[str, str]:
+        return response.headers  # type: ignore[no-any-return]
+
+    def request_line(self, response: Any) -> tuple[str, str] | None:
+        request = response.request
+        if request is None or request.method is None or request.url is None:
+            return None
+        return request.method, request.url
+
+    def consumed_body(self, response: Any) -> bytes | None:
+        return response.content if getattr(response, "_content_consumed", False) else None
+
+    def chunks(self, response: Any) -> Iterator[bytes]:
+        """The body as the bytes arrive, content-decoded.
+
+        ``iter_content(chunk_size=None)`` streams only chunked bodies; for a Content-Length or
+        close-delimited body it waits for the whole body. urllib3's ``read1`` returns what
+        arrived.
+        """
+        read1 = getattr(response.raw, "read1", None)
+        if read1 is None:
+            yield from response.iter_content(chunk_size=None)
+            return
+        while chunk := read1(65536, decode_content=True):
+            yield chunk
+
+    def is_timeout(self, error: BaseException) -> bool:
+        # While streaming, requests wraps urllib3's ReadTimeoutError in a ConnectionError, whose
+        # first argument the error chain follows to urllib3's class. urllib3's NewConnectionError
+        # (a refused connection) derives from its ConnectTimeoutError for history's sake only.
+        urllib3 = sys.modules["urllib3"].exceptions
+        if isinstance(error, urllib3.NewConnectionError):
+            return False
+        return isinstance(error, (sys.modules["requests"].Timeout, urllib3.TimeoutError))
+
+    def _watch(self, settings: Settings, session: Any, arguments: dict[str, Any]) -> Watch | None:
+        url = _URL(str(arguments.get("url") or ""))
+        return settings.watch(
+            self,
+            str(arguments.get("method") or "GET").upper(),
+            url,
+            url.parts.path,
+            url.parts.query,
+            stream_asked=lambda: body_asks_for_stream(_body(arguments)),
+            accept=lambda: _header(session, arguments, "accept"),
+        )
+
+    def _request_wrapper(self, settings: Settings) -> Callable[..., Any]:
+        def request(
+            wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+        ) -> Any:
+            arguments = _arguments(wrapped, args, kwargs)
+            watch = None if arguments is None else settings.begin(self._watch, instance, arguments)
+            if watch is None or arguments is None:
+                return wrapped(*args, **kwargs)
+            with watch:
+                if watch.expects_sse:  # tapped before the body is read, then read as send() would
+                    response = wrapped(**{**arguments, "stream": True})
+                else:
+                    response = wrapped(*args, **kwargs)
+            if response.raw is not None:
+                watch.observe(response, _tap_raw)
+            stream = arguments.get("stream")
+            if watch.expects_sse and not (instance.stream if stream is None else stream):
+                response.content  # noqa: B018 -- what Session.send does for stream=False
+            return response
+
+        return request
 
 
 def _body(arguments: dict[str, Any]) -> object:
@@ -203,23 +280,4 @@ def _tap_raw(response: Any, observer: StreamObserver) -> None:
     response.raw = _RawTap(response.raw, observer, coding)
 
 
-def request_wrapper(settings: Settings) -> Callable[..., Any]:
-    def request(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        arguments = _arguments(wrapped, args, kwargs)
-        watch = None if arguments is None else settings.begin(_watch, instance, arguments)
-        if watch is None or arguments is None:
-            return wrapped(*args, **kwargs)
-        with watch:
-            if watch.expects_sse:  # tapped before the body is read, then read as send() would
-                response = wrapped(**{**arguments, "stream": True})
-            else:
-                response = wrapped(*args, **kwargs)
-        if response.raw is not None:
-            consumed = bool(getattr(response, "_content_consumed", False))
-            watch.observe(response, consumed=consumed, coded=False, tap=_tap_raw)
-        stream = arguments.get("stream")
-        if watch.expects_sse and not (instance.stream if stream is None else stream):
-            response.content  # noqa: B018 -- what Session.send does for stream=False
-        return response
-
-    return request
+CLIENTS: dict[str, Client] = {"requests": RequestsClient()}

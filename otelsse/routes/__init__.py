@@ -1,192 +1,179 @@
-"""Routes: which provider contract a stream follows, and how to recognise it from the request.
+"""Routes: which provider contract a stream follows, and how to recognise it.
 
-Built in: ``openai.chat_completions``, ``openai.responses``, ``anthropic.messages``,
+Each built-in contract is one module with one ``Route`` subclass that declares everything about
+it (see ``_base.py``): ``openai.chat_completions``, ``openai.responses``, ``anthropic.messages``,
 ``gemini.generate_content`` and ``generic``; ``auto`` sniffs the contract from the first events.
-Users add their own with ``register_route()``, for example an OpenAI-compatible server that
-omits ``[DONE]``::
+This module is the registry: it keeps the detection order and answers ``detect_route``.
 
-    register_route(
-        "writer.chat",
-        lambda: OpenAIChatAdapter(require_done=False),
-        matches=lambda method, path: path.endswith("/v1/chat") and method == "POST",
-    )
+A route of your own uses only the names exported here::
+
+    from otelsse.routes import Request, Route, StreamState, handles, parse_object, register_route
+
+    class CohereChat(Route):
+        name = "cohere.chat"
+        provider = "cohere"
+        success_stops = frozenset({"COMPLETE", "TOOL_CALL"})
+
+        @classmethod
+        def matches(cls, request: Request) -> bool:
+            return request.method == "POST" and request.path.endswith("/v2/chat")
+
+        def envelope(self, event, state):
+            payload = parse_object(event, state)
+            return None if payload is None else (payload.get("type", ""), payload)
+
+        @handles("message-end")
+        def _on_end(self, payload, state: StreamState) -> None:
+            ...
+
+    register_route(CohereChat)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
-from ._base import RouteAdapter
-from ._sniff import SniffingAdapter, sniff
-from .anthropic_messages import AnthropicMessagesAdapter
-from .gemini import GeminiAdapter
-from .generic import GenericAdapter
-from .openai_chat import OpenAIChatAdapter
-from .openai_responses import OpenAIResponsesAdapter
+from .._core.http import is_event_stream
+from .._core.state import StreamState, ToolCall
+from ._base import CHUNK, Handler, Request, Route, handles, parse_object
+from ._sniff import Sniffer
+from .anthropic_messages import AnthropicMessagesRoute
+from .gemini import GeminiRoute
+from .generic import GenericRoute
+from .openai_chat import OpenAIChatRoute
+from .openai_responses import OpenAIResponsesRoute
 
 __all__ = [
     "AUTO",
-    "AnthropicMessagesAdapter",
-    "GeminiAdapter",
-    "GenericAdapter",
-    "OpenAIChatAdapter",
-    "OpenAIResponsesAdapter",
+    "BUILT_IN",
+    "CHUNK",
+    "AnthropicMessagesRoute",
+    "GeminiRoute",
+    "GenericRoute",
+    "Handler",
+    "OpenAIChatRoute",
+    "OpenAIResponsesRoute",
+    "Request",
     "Route",
-    "RouteAdapter",
-    "SniffingAdapter",
+    "StreamState",
+    "ToolCall",
     "detect_route",
+    "get_route",
+    "handles",
     "make_adapter",
     "match_route",
+    "parse_object",
     "register_route",
     "route_names",
-    "sniff",
+    "routes",
+    "unregister_route",
 ]
 
 #: The route name that asks for content sniffing.
 AUTO = "auto"
 
-PathMatcher = Callable[[str, str], bool]
-
-
-@dataclass(frozen=True, slots=True)
-class Route:
-    """A named contract: how to build its adapter and which requests it serves.
-
-    ``matches(method, path)`` gets the upper-case HTTP method and the URL path (no query).
-    """
-
-    name: str
-    adapter: Callable[[], RouteAdapter]
-    matches: PathMatcher | None = None
-
-
-def _chat(method: str, path: str) -> bool:
-    return method == "POST" and path.endswith("/chat/completions")
-
-
-def _responses(method: str, path: str) -> bool:
-    if method == "POST":
-        return path.endswith("/responses")
-    # Resuming a background response: GET /v1/responses/{id}?stream=true
-    return method == "GET" and "/responses/" in path
-
-
-def _anthropic(method: str, path: str) -> bool:
-    return method == "POST" and (
-        path.endswith("/messages")
-        or ("/publishers/anthropic/" in path and path.endswith(":streamRawPredict"))
-    )
-
-
-def _gemini(method: str, path: str) -> bool:
-    return method == "POST" and path.endswith(":streamGenerateContent")
-
-
-_BUILT_IN = (
-    Route(OpenAIChatAdapter.name, OpenAIChatAdapter, _chat),
-    Route(OpenAIResponsesAdapter.name, OpenAIResponsesAdapter, _responses),
-    Route(AnthropicMessagesAdapter.name, AnthropicMessagesAdapter, _anthropic),
-    Route(GeminiAdapter.name, GeminiAdapter, _gemini),
-    Route(GenericAdapter.name, GenericAdapter),
-    Route(AUTO, SniffingAdapter),
+#: The built-in contracts, in detection order; ``generic`` last, as the fallback.
+BUILT_IN: tuple[type[Route], ...] = (
+    OpenAIChatRoute,
+    OpenAIResponsesRoute,
+    AnthropicMessagesRoute,
+    GeminiRoute,
+    GenericRoute,
 )
-_BUILT_IN_NAMES = frozenset(route.name for route in _BUILT_IN)
+_BUILT_IN_NAMES = frozenset(route.name for route in BUILT_IN)
 
-# User routes first (newest first), so they can override detection of the built-in ones.
-_user_routes: dict[str, Route] = {}
-_built_in_routes: dict[str, Route] = {route.name: route for route in _BUILT_IN}
-# (name, matcher) in detection order, rebuilt when user routes change.
-_matchers: tuple[tuple[str, PathMatcher], ...] = ()
+# User routes by name, in registration order; detection tries the newest first.
+_user_routes: dict[str, type[Route]] = {}
+# Every route in detection order, rebuilt when user routes change (read on every request).
+_routes: tuple[type[Route], ...] = BUILT_IN
 
 
-def register_route(
-    name: str,
-    adapter: Callable[[], RouteAdapter],
-    *,
-    matches: PathMatcher | None = None,
-    replace: bool = False,
-) -> Route:
-    """Register a route under ``name``; it is tried before the built-in ones in detection.
+def register_route(route: type[Route], *, replace: bool = False) -> type[Route]:
+    """Register ``route``; detection and sniffing try it before the built-in ones.
+
+    Returns the class, so it also works as a class decorator.
 
     Raises:
-        ValueError: ``name`` is taken and ``replace`` is False, or is a built-in name.
+        TypeError: ``route`` is not a ``Route`` subclass.
+        ValueError: its name is built in, ``"auto"``, empty, or taken and ``replace`` is False.
     """
-    if name in _BUILT_IN_NAMES:
+    if not (isinstance(route, type) and issubclass(route, Route)):
+        raise TypeError(f"register_route() takes a Route subclass, not {route!r}")
+    name = getattr(route, "name", None)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{route.__qualname__} declares no name")
+    if name in _BUILT_IN_NAMES or name == AUTO:
         raise ValueError(f"route {name!r} is built in")
     if name in _user_routes and not replace:
         raise ValueError(f"route {name!r} is already registered")
-    route = Route(name, adapter, matches)
     _user_routes.pop(name, None)
     _user_routes[name] = route
-    _order_matchers()
+    _reorder()
     return route
 
 
 def unregister_route(name: str) -> None:
     """Remove a user route (no error when it is not registered)."""
     _user_routes.pop(name, None)
-    _order_matchers()
+    _reorder()
+
+
+def _reorder() -> None:
+    global _routes
+    _routes = (*reversed(_user_routes.values()), *BUILT_IN)
+
+
+def routes() -> tuple[type[Route], ...]:
+    """Every registered route in detection order (user routes, newest first, then built-in)."""
+    return _routes
 
 
 def route_names() -> list[str]:
-    """Every route name that ``make_adapter`` accepts."""
-    return [*_user_routes, *_built_in_routes]
+    """Every route name that ``make_adapter`` accepts, ``"auto"`` last."""
+    return [route.name for route in _routes] + [AUTO]
 
 
-def make_adapter(route: str | Route) -> RouteAdapter:
-    """A fresh adapter for one stream of ``route``.
+def get_route(name: str) -> type[Route]:
+    """The route registered under ``name``.
 
     Raises:
         KeyError: no route has that name.
     """
-    if isinstance(route, Route):
-        return route.adapter()
-    found = _user_routes.get(route) or _built_in_routes.get(route)
-    if found is None:
-        raise KeyError(f"unknown route {route!r}; known: {', '.join(route_names())}")
-    return found.adapter()
+    for route in _routes:
+        if route.name == name:
+            return route
+    raise KeyError(f"unknown route {name!r}; known: {', '.join(route_names())}")
 
 
-def _is_event_stream(content_type: str | None) -> bool:
-    return (
-        content_type is not None
-        and content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
-    )
+def make_adapter(route: str | type[Route]) -> Route:
+    """A fresh instance of ``route`` to read one stream (``"auto"``: a sniffer).
+
+    Raises:
+        KeyError: no route has that name.
+    """
+    if route == AUTO:
+        return Sniffer(_routes)
+    return (get_route(route) if isinstance(route, str) else route)()
 
 
-def _order_matchers() -> None:
-    global _matchers
-    routes = (*reversed(_user_routes.values()), *_BUILT_IN)
-    _matchers = tuple((route.name, route.matches) for route in routes if route.matches)
-
-
-def match_route(method: str, path: str, query: str = "") -> str | None:
-    """The first route (user routes first) whose rule matches a request; None if none does."""
-    method = method.upper()
-    for name, matches in _matchers:  # every request passes here: kept to a plain loop
-        if matches(method, path):
-            if matches is _responses and method == "GET":
-                stream = parse_qs(query).get("stream", [""])[0].lower()
-                if stream != "true":
-                    continue
-            return name
+def match_route(request: Request) -> type[Route] | None:
+    """The first route (user routes first) that claims ``request``; None if none does."""
+    for route in _routes:  # every request passes here: kept to a plain loop
+        if route.matches(request):
+            return route
     return None
 
 
 def detect_route(method: str, url: str, content_type: str | None = None) -> str | None:
-    """The route for a request, from its method and URL path and the response media type.
+    """The route name for a request, from its method and URL and the response media type.
 
-    Returns the name of the first route whose path rule matches (user routes first). When no
-    rule matches, returns ``"auto"`` for a ``text/event-stream`` response (its first events will
-    tell) and None otherwise: not a stream otelsse knows how to read.
+    Returns the first route that claims the request (user routes first). When none does,
+    returns ``"auto"`` for a ``text/event-stream`` response (its first events will tell) and
+    None otherwise: not a stream otelsse knows how to read.
     """
     parts = urlsplit(url)
-    route = match_route(method, parts.path, parts.query)
-    if route is None and _is_event_stream(content_type):
-        return AUTO
-    return route
-
-
-_order_matchers()
+    request = Request(method.upper(), (parts.hostname or "").lower(), parts.path, parts.query)
+    route = match_route(request)
+    if route is not None:
+        return route.name
+    return AUTO if is_event_stream(content_type) else None

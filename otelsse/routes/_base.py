@@ -1,14 +1,66 @@
-"""The route adapter interface shared by every provider contract."""
+"""``Route``: one provider contract, declared in one class.
+
+A route class declares everything the rest of otelsse needs to know about its contract, and an
+instance reads one stream:
+
+- **who it is**: ``name`` (the ``otelsse.route`` value), ``provider`` (``gen_ai.provider.name``),
+  ``success_stops``, ``has_terminal``, and an ``example_request`` for documentation and demos;
+- **which requests it serves**: ``matches(request)``, and ``always_streams(request)`` for requests
+  whose URL alone asks for SSE (so the instrumentation expects a stream without reading a body);
+- **how its first events betray it** when the request did not say: ``sniff_event(event)`` (by the
+  SSE event name, cheap) and ``sniff_payload(payload)`` (by the data's JSON object);
+- **how it reads events**: ``envelope(event, state)`` turns an event into ``(kind, payload)`` and
+  the class's dispatch table (methods marked ``@handles(kind, ...)``) says what each kind does to
+  the ``StreamState``; ``on_close(state)`` judges what only EOF can tell.
+
+The registry, the sniffer, ``detect_route``, the instrumentation, the docs and the demo read
+these declarations; nothing outside a route's module branches on its name.
+"""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
-from .._json import JSONDecodeError, loads
-from .._state import StreamState
-from ..events import SSEEvent
+from .._core.events import SSEEvent
+from .._core.json import JSONDecodeError, loads
+from .._core.state import StreamState
 
-__all__ = ["RouteAdapter", "parse_object"]
+__all__ = ["CHUNK", "Handler", "Request", "Route", "handles", "parse_object"]
+
+#: The payload kind of routes whose events are all one shape (chat chunks, Gemini chunks).
+CHUNK = "chunk"
+
+#: What a dispatch-table entry is: a route method taking the payload and the state.
+Handler = Callable[[Any, dict[str, Any], StreamState], None]
+_H = TypeVar("_H", bound=Callable[..., None])
+_KINDS_ATTRIBUTE = "_otelsse_handles"
+
+
+class Request(NamedTuple):
+    """What a route may look at to recognise a request: never its body or header values.
+
+    Attributes:
+        method: upper case (``"POST"``).
+        host: the URL's host name, lower case, without the port (``""`` when there is none).
+        path: the URL path, percent-encoding as sent.
+        query: the raw query string without ``?`` (``""`` when there is none).
+    """
+
+    method: str
+    host: str
+    path: str
+    query: str = ""
+
+
+def handles(*kinds: str) -> Callable[[_H], _H]:
+    """Mark a route method as the handler of these payload kinds in its class's dispatch table."""
+
+    def mark(method: _H) -> _H:
+        setattr(method, _KINDS_ATTRIBUTE, kinds)
+        return method
+
+    return mark
 
 
 def parse_object(event: SSEEvent, state: StreamState) -> dict[str, Any] | None:
@@ -24,28 +76,108 @@ def parse_object(event: SSEEvent, state: StreamState) -> dict[str, Any] | None:
     return obj
 
 
-class RouteAdapter:
-    """Maps one provider's envelopes onto ``StreamState`` and knows its terminal rule.
+class Route:
+    """A provider contract: subclass it, declare, mark handlers, then ``register_route()`` it.
 
-    Subclass it to teach otelsse a new contract, then ``register_route()`` the subclass. An
-    adapter instance serves one stream; it may keep per-stream state (open calls, choices).
+    An instance reads one stream and may keep per-stream state (open calls, choices). The
+    defaults suit a contract whose every event is one JSON object of one shape (``CHUNK``):
+    override ``envelope`` when the kind comes from the event name or the payload's ``type``.
 
-    Attributes:
-        name: the low-cardinality route name recorded as ``otelsse.route``.
-        provider: ``gen_ai.provider.name`` for this route, or None.
-        success_stops: stop reasons that count as a successful end.
-        has_terminal: False where no terminal rule is known, so a clean EOF is
-            ``eof_unverified`` rather than ``complete`` or ``truncated``.
+    Example, an OpenAI-compatible server at its own path that never sends ``[DONE]``::
+
+        class WriterChat(OpenAIChatRoute):
+            name = "writer.chat"
+            require_done = False
+
+            @classmethod
+            def matches(cls, request: Request) -> bool:
+                return request.method == "POST" and request.path.endswith("/v1/chat")
+
+        register_route(WriterChat)
     """
 
-    name: ClassVar[str] = "generic"
+    #: The low-cardinality route name recorded as ``otelsse.route``.
+    name: ClassVar[str]
+    #: ``gen_ai.provider.name`` for this contract, or None.
     provider: ClassVar[str | None] = None
+    #: Stop reasons that count as a successful end.
     success_stops: ClassVar[frozenset[str]] = frozenset()
+    #: False where no terminal rule is known: a clean EOF is then ``eof_unverified``.
     has_terminal: ClassVar[bool] = True
+    #: A request of this contract, ``(method, path with query)``, for docs, demos and tests.
+    example_request: ClassVar[tuple[str, str] | None] = None
+    #: Payload kind -> handler, collected from the ``@handles`` methods of the class and its bases.
+    handlers: ClassVar[Mapping[str, Handler]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        table = dict(cls.handlers)
+        for attribute in vars(cls).values():
+            for kind in getattr(attribute, _KINDS_ATTRIBUTE, ()):
+                table[kind] = attribute
+        cls.handlers = table
+
+    def __init__(self) -> None:
+        # Set by the handler of the route's last event (its terminal or a fatal error):
+        # anything after it is an anomaly, not input.
+        self.ended = False
+
+    # -- declarations about requests and first events ------------------------------------------
+
+    @classmethod
+    def matches(cls, request: Request) -> bool:
+        """Whether ``request`` is a request of this contract (tried before the response)."""
+        return False
+
+    @classmethod
+    def always_streams(cls, request: Request) -> bool:
+        """Whether this matching request asks for SSE by its URL alone (no body flag needed)."""
+        return False
+
+    @classmethod
+    def sniff_event(cls, event: SSEEvent) -> bool:
+        """Whether an event's SSE name proves this contract (asked before any payload)."""
+        return False
+
+    @classmethod
+    def sniff_payload(cls, payload: dict[str, Any]) -> bool:
+        """Whether an event's JSON object proves this contract."""
+        return False
+
+    # -- reading one stream --------------------------------------------------------------------
 
     def on_event(self, event: SSEEvent, state: StreamState) -> None:
-        """Interpret one complete event."""
-        raise NotImplementedError
+        """Interpret one complete event: envelope, then the dispatch table."""
+        if self.ended:
+            self.after_terminal(event, state)
+            return
+        found = self.envelope(event, state)
+        if found is None:
+            return
+        kind, payload = found
+        handler = self.handlers.get(kind)
+        if handler is None:
+            self.on_unknown(kind, payload, state)
+        else:
+            handler(self, payload, state)
+
+    def envelope(self, event: SSEEvent, state: StreamState) -> tuple[str, dict[str, Any]] | None:
+        """The event's payload kind and JSON object; None when nothing is left to dispatch (a
+        marker handled here, or a payload error already reported)."""
+        payload = parse_object(event, state)
+        return None if payload is None else (CHUNK, payload)
+
+    def on_unknown(self, kind: str, payload: dict[str, Any], state: StreamState) -> None:
+        """A payload kind the table does not know: counted, never an error."""
+        state.unknown()
+
+    def after_terminal(self, event: SSEEvent, state: StreamState) -> None:
+        """An event after the route ended: counted as an anomaly."""
+        state.anomaly("event_after_terminal")
 
     def on_close(self, state: StreamState) -> None:
         """End of stream: apply any rule that can only be judged at EOF."""
+
+    def resolved(self) -> Route:
+        """The route whose contract judges the stream (the sniffer answers with its choice)."""
+        return self

@@ -11,90 +11,80 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from .._state import StreamState, ToolCall
-from ..events import SSEEvent
-from ._base import RouteAdapter, parse_object
+from .._core.events import SSEEvent
+from .._core.state import StreamState, ToolCall
+from ._base import Request, Route, handles, parse_object
 
-__all__ = ["AnthropicMessagesAdapter"]
+__all__ = ["AnthropicMessagesRoute"]
 
 _TOOL_BLOCK_TYPES = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+# The event types whose name or ``type`` proves this contract when sniffing.
+_SNIFFED_TYPES = frozenset(
+    {"message_start", "content_block_start", "content_block_delta", "message_delta", "ping"}
+)
 
 
-class AnthropicMessagesAdapter(RouteAdapter):
+class AnthropicMessagesRoute(Route):
     name: ClassVar[str] = "anthropic.messages"
     provider: ClassVar[str | None] = "anthropic"
     success_stops: ClassVar[frozenset[str]] = frozenset({"end_turn", "stop_sequence", "tool_use"})
+    example_request: ClassVar[tuple[str, str] | None] = ("POST", "/v1/messages")
+
+    @classmethod
+    def matches(cls, request: Request) -> bool:
+        path = request.path
+        return request.method == "POST" and (
+            path.endswith("/messages")
+            or ("/publishers/anthropic/" in path and path.endswith(":streamRawPredict"))
+        )
+
+    @classmethod
+    def always_streams(cls, request: Request) -> bool:
+        return request.path.endswith(":streamRawPredict")  # Vertex AI's streaming endpoint
+
+    @classmethod
+    def sniff_event(cls, event: SSEEvent) -> bool:
+        return event.event in _SNIFFED_TYPES
+
+    @classmethod
+    def sniff_payload(cls, payload: dict[str, Any]) -> bool:
+        return payload.get("type") in _SNIFFED_TYPES
 
     def __init__(self) -> None:
+        super().__init__()
         self._open_blocks: set[int] = set()
         self._calls: dict[int, ToolCall] = {}
-        self._ended = False
 
-    def on_event(self, event: SSEEvent, state: StreamState) -> None:
-        if self._ended:
-            state.anomaly("event_after_terminal")
-            return
+    def envelope(self, event: SSEEvent, state: StreamState) -> tuple[str, dict[str, Any]] | None:
         name: Any = event.event
         if name == "ping":
-            return  # keepalive
+            return None  # keepalive
         obj = parse_object(event, state)
         if obj is None:
-            return
+            return None
         kind = obj.get("type")
         if name == "message":
             name = kind  # no ``event:`` line: the data's type is all there is
         elif kind != name:
             state.anomaly("event_name_mismatch")
-        if name == "content_block_delta":
-            self._on_delta(obj, state)
-        elif name == "content_block_start":
-            index = obj["index"]
-            if index in self._open_blocks:
-                state.protocol_violation("block_reopened")
-            self._open_blocks.add(index)
-            block = obj["content_block"]
-            if block.get("type") in _TOOL_BLOCK_TYPES:
-                empty_means = block.get("input")
-                self._calls[index] = state.open_tool(
-                    block.get("id"), block.get("name"), {} if empty_means is None else empty_means
-                )
-        elif name == "content_block_stop":
-            index = obj["index"]
-            if index not in self._open_blocks:
-                state.protocol_violation("block_stop_without_start")
-            self._open_blocks.discard(index)
-            call = self._calls.pop(index, None)
-            if call is not None:
-                state.close_tool(call)
-        elif name == "message_start":
-            message = obj["message"]
-            state.identify(message.get("model"), message.get("id"))
-            usage = message.get("usage") or {}
-            state.usage(usage.get("input_tokens"), usage.get("output_tokens"))
-        elif name == "message_delta":
-            reason = (obj.get("delta") or {}).get("stop_reason")
-            if reason is not None:
-                if self._open_blocks:
-                    state.protocol_violation("stop_with_open_block")
-                if type(reason) is not str:
-                    state.payload_invalid()
-                else:
-                    state.stop(reason, reason in self.success_stops)
-            usage = obj.get("usage") or {}
-            state.usage(usage.get("input_tokens"), usage.get("output_tokens"))
-        elif name == "message_stop":
-            self._ended = True
-            if state.stop_success is None:
-                state.protocol_violation("message_stop_without_stop_reason")
-            state.terminal()
-        elif name == "error":
-            self._ended = True
-            error = obj.get("error")
-            state.provider_error(error.get("type") if type(error) is dict else None)
-        else:
-            state.unknown()
+        # A non-string ``type`` (a list, an object) is a kind no handler knows.
+        return (name, obj) if type(name) is str else ("", obj)
 
-    def _on_delta(self, obj: dict[str, Any], state: StreamState) -> None:
+    @handles("content_block_start")
+    def _on_block_start(self, obj: dict[str, Any], state: StreamState) -> None:
+        index = obj["index"]
+        if index in self._open_blocks:
+            state.protocol_violation("block_reopened")
+        self._open_blocks.add(index)
+        block = obj["content_block"]
+        if block.get("type") in _TOOL_BLOCK_TYPES:
+            empty_means = block.get("input")
+            self._calls[index] = state.open_tool(
+                block.get("id"), block.get("name"), {} if empty_means is None else empty_means
+            )
+
+    @handles("content_block_delta")
+    def _on_block_delta(self, obj: dict[str, Any], state: StreamState) -> None:
         index = obj["index"]
         if index not in self._open_blocks:
             state.protocol_violation("delta_without_block")
@@ -111,3 +101,46 @@ class AnthropicMessagesAdapter(RouteAdapter):
                 state.tool_args(call, delta["partial_json"])
         elif kind == "thinking_delta":
             state.text(index, delta["thinking"], reasoning=True)
+
+    @handles("content_block_stop")
+    def _on_block_stop(self, obj: dict[str, Any], state: StreamState) -> None:
+        index = obj["index"]
+        if index not in self._open_blocks:
+            state.protocol_violation("block_stop_without_start")
+        self._open_blocks.discard(index)
+        call = self._calls.pop(index, None)
+        if call is not None:
+            state.close_tool(call)
+
+    @handles("message_start")
+    def _on_message_start(self, obj: dict[str, Any], state: StreamState) -> None:
+        message = obj["message"]
+        state.identify(message.get("model"), message.get("id"))
+        usage = message.get("usage") or {}
+        state.usage(usage.get("input_tokens"), usage.get("output_tokens"))
+
+    @handles("message_delta")
+    def _on_message_delta(self, obj: dict[str, Any], state: StreamState) -> None:
+        reason = (obj.get("delta") or {}).get("stop_reason")
+        if reason is not None:
+            if self._open_blocks:
+                state.protocol_violation("stop_with_open_block")
+            if type(reason) is not str:
+                state.payload_invalid()
+            else:
+                state.stop(reason, reason in self.success_stops)
+        usage = obj.get("usage") or {}
+        state.usage(usage.get("input_tokens"), usage.get("output_tokens"))
+
+    @handles("message_stop")
+    def _on_message_stop(self, obj: dict[str, Any], state: StreamState) -> None:
+        self.ended = True
+        if state.stop_success is None:
+            state.protocol_violation("message_stop_without_stop_reason")
+        state.terminal()
+
+    @handles("error")
+    def _on_error(self, obj: dict[str, Any], state: StreamState) -> None:
+        self.ended = True
+        error = obj.get("error")
+        state.provider_error(error.get("type") if type(error) is dict else None)

@@ -11,33 +11,43 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from .._state import StreamState
-from ..events import SSEEvent
-from ._base import RouteAdapter, parse_object
+from .._core.state import StreamState
+from ._base import CHUNK, Request, Route, handles
 
-__all__ = ["GeminiAdapter"]
+__all__ = ["GeminiRoute"]
 
 
-class GeminiAdapter(RouteAdapter):
+class GeminiRoute(Route):
     name: ClassVar[str] = "gemini.generate_content"
     provider: ClassVar[str | None] = "gcp.gemini"
     success_stops: ClassVar[frozenset[str]] = frozenset({"STOP"})
+    example_request: ClassVar[tuple[str, str] | None] = (
+        "POST",
+        "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+    )
+
+    @classmethod
+    def matches(cls, request: Request) -> bool:
+        return request.method == "POST" and request.path.endswith(":streamGenerateContent")
+
+    @classmethod
+    def always_streams(cls, request: Request) -> bool:
+        return "alt=sse" in request.query
+
+    @classmethod
+    def sniff_payload(cls, payload: dict[str, Any]) -> bool:
+        return "candidates" in payload or "usageMetadata" in payload or "promptFeedback" in payload
 
     def __init__(self) -> None:
+        super().__init__()
         # candidate index -> its finishReason, None while still open
         self._finish: dict[int, str | None] = {}
-        self._ended = False
 
-    def on_event(self, event: SSEEvent, state: StreamState) -> None:
-        if self._ended:
-            state.anomaly("event_after_terminal")
-            return
-        obj = parse_object(event, state)
-        if obj is None:
-            return
+    @handles(CHUNK)
+    def _on_chunk(self, obj: dict[str, Any], state: StreamState) -> None:
         error = obj.get("error")
         if error:
-            self._ended = True
+            self.ended = True
             state.provider_error(
                 (error.get("status") or error.get("code")) if type(error) is dict else None
             )
@@ -52,12 +62,12 @@ class GeminiAdapter(RouteAdapter):
             for candidate in candidates:
                 self._on_candidate(candidate, state)
             if None not in self._finish.values():
-                self._ended = True
+                self.ended = True
                 state.terminal()
             return
         blocked = (obj.get("promptFeedback") or {}).get("blockReason")
         if blocked:
-            self._ended = True
+            self.ended = True
             state.stop(str(blocked), False)
             state.terminal()
 

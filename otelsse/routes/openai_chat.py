@@ -12,20 +12,22 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from .._json import JSONDecodeError, loads
-from .._state import StreamState, ToolCall
-from ..events import SSEEvent
-from ._base import RouteAdapter
+from .._core.events import SSEEvent
+from .._core.json import JSONDecodeError, loads
+from .._core.state import StreamState, ToolCall
+from ._base import CHUNK, Request, Route, handles
 
-__all__ = ["OpenAIChatAdapter"]
+__all__ = ["OpenAIChatRoute"]
 
 _DEPRECATED_FUNCTION_CALL = -1  # tool index used for the legacy single ``function_call`` delta
 
 
-class OpenAIChatAdapter(RouteAdapter):
-    """Chat Completions chunks.
+class OpenAIChatRoute(Route):
+    """Chat Completions chunks (``POST .../chat/completions``).
 
-    Args:
+    Subclass and set these to describe a compatible server that bends the contract:
+
+    Attributes:
         require_done: the server ends with ``data: [DONE]`` (api.openai.com does); when False,
             a clean EOF after every choice finished is complete (Writer and some gateways).
         allow_null_finish_reason: accept ``[DONE]`` on a choice that never sent a finish
@@ -35,35 +37,45 @@ class OpenAIChatAdapter(RouteAdapter):
     name: ClassVar[str] = "openai.chat_completions"
     provider: ClassVar[str | None] = "openai"
     success_stops: ClassVar[frozenset[str]] = frozenset({"stop", "tool_calls", "function_call"})
+    example_request: ClassVar[tuple[str, str] | None] = ("POST", "/v1/chat/completions")
+    require_done: ClassVar[bool] = True
+    allow_null_finish_reason: ClassVar[bool] = False
 
-    def __init__(self, *, require_done: bool = True, allow_null_finish_reason: bool = False):
-        self._require_done = require_done
-        self._allow_null_finish = allow_null_finish_reason
+    @classmethod
+    def matches(cls, request: Request) -> bool:
+        return request.method == "POST" and request.path.endswith("/chat/completions")
+
+    @classmethod
+    def sniff_payload(cls, payload: dict[str, Any]) -> bool:
+        return payload.get("object") == "chat.completion.chunk" or "choices" in payload
+
+    def __init__(self) -> None:
+        super().__init__()
         # choice index -> its finish reason, None while the choice is still open
         self._finish: dict[int, str | None] = {}
         # choice index -> tool index -> the call currently using that index
         self._by_index: dict[int, dict[int, ToolCall]] = {}
         # choice index -> every call opened for that choice, closed at its finish_reason
         self._open: dict[int, list[ToolCall]] = {}
-        self._done = False
 
-    def on_event(self, event: SSEEvent, state: StreamState) -> None:
-        if self._done:
-            state.anomaly("event_after_terminal")
-            return
+    def envelope(self, event: SSEEvent, state: StreamState) -> tuple[str, dict[str, Any]] | None:
         try:
             obj = loads(event.data)
         except JSONDecodeError:
             # ``[DONE]`` is not JSON: testing for it only here keeps it off the hot path.
             if event.data.startswith("[DONE]"):
                 self._on_done(state)
-                return
+                return None
             obj = None  # not an object: judged below, after an ``event: error`` is noted
         if event.event == "error":
             state.provider_error(None)
         if type(obj) is not dict:
             state.payload_invalid()
-            return
+            return None
+        return CHUNK, obj
+
+    @handles(CHUNK)
+    def _on_chunk(self, obj: dict[str, Any], state: StreamState) -> None:
         get = obj.get
         error = get("error")
         if error:
@@ -158,10 +170,10 @@ class OpenAIChatAdapter(RouteAdapter):
         return bool(self._finish) and None not in self._finish.values()
 
     def _on_done(self, state: StreamState) -> None:
-        self._done = True
+        self.ended = True
         if self._all_finished():
             state.terminal()
-        elif self._allow_null_finish and not state.provider_error_seen:
+        elif self.allow_null_finish_reason and not state.provider_error_seen:
             for choice in list(self._open):
                 self._close_calls(choice, state)
             state.terminal()
@@ -169,5 +181,5 @@ class OpenAIChatAdapter(RouteAdapter):
             state.anomaly("done_without_finish_reason")
 
     def on_close(self, state: StreamState) -> None:
-        if not self._done and not self._require_done and self._all_finished():
+        if not self.ended and not self.require_done and self._all_finished():
             state.terminal()

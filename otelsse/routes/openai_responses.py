@@ -9,20 +9,85 @@ only a hint. Function-call arguments are keyed by ``item_id``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, ClassVar
+from urllib.parse import parse_qs
 
-from .._state import StreamState, ToolCall
-from ..events import SSEEvent
-from ._base import RouteAdapter, parse_object
+from .._core.events import SSEEvent
+from .._core.state import StreamState, ToolCall
+from ._base import Request, Route, handles, parse_object
 
-__all__ = ["OpenAIResponsesAdapter"]
+__all__ = ["OpenAIResponsesRoute"]
 
 _TOOL_ITEM_TYPES = frozenset({"function_call", "mcp_call"})
+_DONE = "[DONE]"
 
-# Progress and "done" events that repeat what the deltas already said; counted as nothing.
-_KNOWN_QUIET = frozenset(
-    {
+
+class OpenAIResponsesRoute(Route):
+    name: ClassVar[str] = "openai.responses"
+    provider: ClassVar[str | None] = "openai"
+    success_stops: ClassVar[frozenset[str]] = frozenset({"completed"})
+    example_request: ClassVar[tuple[str, str] | None] = ("POST", "/v1/responses")
+
+    @classmethod
+    def matches(cls, request: Request) -> bool:
+        if request.method == "POST":
+            return request.path.endswith("/responses")
+        # Resuming a background response: GET /v1/responses/{id}?stream=true
+        return (
+            request.method == "GET"
+            and "/responses/" in request.path
+            and parse_qs(request.query).get("stream", [""])[0].lower() == "true"
+        )
+
+    @classmethod
+    def always_streams(cls, request: Request) -> bool:
+        return "stream=" in request.query  # GET .../responses/{id}?stream=true
+
+    @classmethod
+    def sniff_event(cls, event: SSEEvent) -> bool:
+        return event.event.startswith("response.")
+
+    @classmethod
+    def sniff_payload(cls, payload: dict[str, Any]) -> bool:
+        kind = payload.get("type")
+        return type(kind) is str and kind.startswith("response.")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._calls: dict[str, ToolCall] = {}
+        self._sequence: int | None = None
+        self._done_marker_seen = False
+
+    def envelope(self, event: SSEEvent, state: StreamState) -> tuple[str, dict[str, Any]] | None:
+        if event.data.startswith(_DONE):
+            state.anomaly("unexpected_done")  # gateways add it after the terminal, not before
+            self._done_marker_seen = True
+            return None
+        obj = parse_object(event, state)
+        if obj is None:
+            return None
+        kind = obj.get("type")
+        if type(kind) is not str:
+            state.payload_invalid()
+            return None
+        # Dispatch is on data.type: some gateways send no ``event:`` line.
+        if event.event != kind and event.event != "message":
+            state.anomaly("event_name_mismatch")
+        sequence = obj.get("sequence_number")
+        if type(sequence) is int:
+            if self._sequence is not None and sequence != self._sequence + 1:
+                state.anomaly("sequence_gap")
+            self._sequence = sequence
+        return kind, obj
+
+    def after_terminal(self, event: SSEEvent, state: StreamState) -> None:
+        if event.data.startswith(_DONE) and not self._done_marker_seen:
+            self._done_marker_seen = True  # the one ``[DONE]`` a gateway adds
+            return
+        state.anomaly("unexpected_done" if event.data.startswith(_DONE) else "event_after_terminal")
+
+    # Progress and "done" events that repeat what the deltas already said.
+    @handles(
         "response.queued",
         "response.in_progress",
         "response.content_part.added",
@@ -36,73 +101,19 @@ _KNOWN_QUIET = frozenset(
         "response.reasoning_text.done",
         "response.custom_tool_call_input.delta",
         "response.custom_tool_call_input.done",
-    }
-)
+    )
+    def _on_progress(self, obj: dict[str, Any], state: StreamState) -> None:
+        pass
 
-
-class OpenAIResponsesAdapter(RouteAdapter):
-    name: ClassVar[str] = "openai.responses"
-    provider: ClassVar[str | None] = "openai"
-    success_stops: ClassVar[frozenset[str]] = frozenset({"completed"})
-
-    def __init__(self) -> None:
-        self._calls: dict[str, ToolCall] = {}
-        self._sequence: int | None = None
-        self._ended = False
-        self._done_marker_seen = False
-        self._handlers: dict[str, Callable[[dict[str, Any], StreamState], None]] = {
-            "response.output_text.delta": self._on_text,
-            "response.refusal.delta": self._on_text,
-            "response.reasoning_summary_text.delta": self._on_reasoning,
-            "response.reasoning_text.delta": self._on_reasoning,
-            "response.function_call_arguments.delta": self._on_arguments_delta,
-            "response.mcp_call_arguments.delta": self._on_arguments_delta,
-            "response.function_call_arguments.done": self._on_arguments_done,
-            "response.mcp_call_arguments.done": self._on_arguments_done,
-            "response.output_item.added": self._on_item_added,
-            "response.output_item.done": self._on_item_done,
-            "response.created": self._on_snapshot,
-            "response.completed": self._on_completed,
-            "response.incomplete": self._on_incomplete,
-            "response.failed": self._on_failed,
-            "error": self._on_error,
-        }
-
-    def on_event(self, event: SSEEvent, state: StreamState) -> None:
-        if event.data.startswith("[DONE]"):
-            if not self._ended or self._done_marker_seen:
-                state.anomaly("unexpected_done")
-            self._done_marker_seen = True
-            return
-        if self._ended:
-            state.anomaly("event_after_terminal")
-            return
-        obj = parse_object(event, state)
-        if obj is None:
-            return
-        kind = obj.get("type")
-        if type(kind) is not str:
-            state.payload_invalid()
-            return
-        if event.event != kind and event.event != "message":
-            state.anomaly("event_name_mismatch")
-        sequence = obj.get("sequence_number")
-        if type(sequence) is int:
-            if self._sequence is not None and sequence != self._sequence + 1:
-                state.anomaly("sequence_gap")
-            self._sequence = sequence
-        handler = self._handlers.get(kind)
-        if handler is not None:
-            handler(obj, state)
-        elif kind not in _KNOWN_QUIET:
-            state.unknown()
-
+    @handles("response.output_text.delta", "response.refusal.delta")
     def _on_text(self, obj: dict[str, Any], state: StreamState) -> None:
         state.text(obj.get("output_index", 0), obj["delta"])
 
+    @handles("response.reasoning_summary_text.delta", "response.reasoning_text.delta")
     def _on_reasoning(self, obj: dict[str, Any], state: StreamState) -> None:
         state.text(obj.get("output_index", 0), obj["delta"], reasoning=True)
 
+    @handles("response.function_call_arguments.delta", "response.mcp_call_arguments.delta")
     def _on_arguments_delta(self, obj: dict[str, Any], state: StreamState) -> None:
         call = self._calls.get(obj.get("item_id", ""))
         if call is None:
@@ -110,6 +121,7 @@ class OpenAIResponsesAdapter(RouteAdapter):
             return
         state.tool_args(call, obj["delta"])
 
+    @handles("response.function_call_arguments.done", "response.mcp_call_arguments.done")
     def _on_arguments_done(self, obj: dict[str, Any], state: StreamState) -> None:
         call = self._calls.get(obj.get("item_id", ""))
         if call is None:
@@ -120,6 +132,7 @@ class OpenAIResponsesAdapter(RouteAdapter):
             state.anomaly("arguments_done_mismatch")
         state.close_tool(call, whole=whole)
 
+    @handles("response.output_item.added")
     def _on_item_added(self, obj: dict[str, Any], state: StreamState) -> None:
         item = obj["item"]
         if item.get("type") in _TOOL_ITEM_TYPES:
@@ -128,18 +141,20 @@ class OpenAIResponsesAdapter(RouteAdapter):
             if item.get("arguments"):
                 state.tool_args(call, item["arguments"])
 
+    @handles("response.output_item.done")
     def _on_item_done(self, obj: dict[str, Any], state: StreamState) -> None:
         item = obj["item"]
         call = self._calls.get(item.get("id", ""))
         if call is not None:
             state.close_tool(call, whole=item.get("arguments"))
 
+    @handles("response.created")
     def _on_snapshot(self, obj: dict[str, Any], state: StreamState) -> None:
         response = obj.get("response") or {}
         state.identify(response.get("model"), response.get("id"))
 
     def _end(self, obj: dict[str, Any], state: StreamState) -> dict[str, Any]:
-        self._ended = True
+        self.ended = True
         response: dict[str, Any] = obj.get("response") or {}
         state.identify(response.get("model"), response.get("id"))
         usage = response.get("usage")
@@ -148,25 +163,29 @@ class OpenAIResponsesAdapter(RouteAdapter):
         state.terminal()
         return response
 
+    @handles("response.completed")
     def _on_completed(self, obj: dict[str, Any], state: StreamState) -> None:
         self._end(obj, state)
         if any(not call.closed for call in self._calls.values()):
             state.protocol_violation("call_open_at_terminal")
         state.stop("completed", True)
 
+    @handles("response.incomplete")
     def _on_incomplete(self, obj: dict[str, Any], state: StreamState) -> None:
         response = self._end(obj, state)
         details = response.get("incomplete_details") or {}
         reason = details.get("reason")
         state.stop(reason if type(reason) is str else "incomplete", False)
 
+    @handles("response.failed")
     def _on_failed(self, obj: dict[str, Any], state: StreamState) -> None:
         response = self._end(obj, state)
         error = response.get("error") or {}
         state.provider_error(error.get("code") if type(error) is dict else None)
         state.stop("failed", False)
 
+    @handles("error")
     def _on_error(self, obj: dict[str, Any], state: StreamState) -> None:
-        self._ended = True
+        self.ended = True
         state.provider_error(obj.get("code"))
         state.terminal()

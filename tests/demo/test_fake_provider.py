@@ -5,7 +5,7 @@ how each stream ends (``SCENARIOS``) and ``EXPECTED_OUTCOME`` says what otelsse 
 it. This module proves, against a live ``FakeProvider``:
 
 1. Wire contract: every (route, scenario) pair outside ``UNSUPPORTED``, streamed by every client
-   the demo uses for the route (``otelsse._demo.CLIENTS``, the functions the demo runs, with
+   the demo uses for the route (``otelsse.demo.run.CLIENTS``, the functions the demo runs, with
    ``Job``s built here) while otelsse is instrumented (the ``otel`` fixture): exactly one
    ``otelsse.stream`` span per job with the expected outcome, route and request id
    ``req_demo_<job number>``, and ``otelsse.streams``/``otelsse.tool_calls`` agreeing per route.
@@ -43,13 +43,11 @@ import openai
 import pytest
 
 from otelsse import StreamMonitor, semconv
-from otelsse._demo import CLIENTS, READ_TIMEOUT, ROUTES, Job
-from otelsse._fake_provider import (
-    _ANSWER,
+from otelsse.demo.provider import (
+    ANSWER,
     DEFAULT_MODELS,
     EXPECTED_OUTCOME,
     JOB_HEADER,
-    ROUTE_PATHS,
     SCENARIO_HEADER,
     SCENARIOS,
     UNSUPPORTED,
@@ -58,6 +56,7 @@ from otelsse._fake_provider import (
     request_for,
     script_events,
 )
+from otelsse.demo.run import CLIENTS, READ_TIMEOUT, ROUTES, Job
 from tests._demo_clients import client_raises
 from tests._otel import Telemetry
 from tests._server import MAX_WAIT
@@ -283,7 +282,7 @@ def test_unknown_endpoint_is_a_404(provider: FakeProvider, method: str, target: 
 
 
 def _bad_requests() -> Iterator[Any]:
-    for route in ROUTE_PATHS:
+    for route in DEFAULT_MODELS:
         path, body = request_for(route, DEFAULT_MODELS[route], tools=False)
         yield pytest.param(path, b"{not json", {}, id=f"{route}-invalid-json")
         # A JSON value that is not an object is as unusable as invalid JSON.
@@ -310,7 +309,7 @@ def test_a_request_it_cannot_serve_is_a_400_json_error(
 
 
 @pytest.mark.parametrize("scenario", ["complete", "rate_limited"])
-@pytest.mark.parametrize("route", ROUTE_PATHS)
+@pytest.mark.parametrize("route", DEFAULT_MODELS)
 def test_request_id_header_is_named_per_route(
     provider: FakeProvider, route: str, scenario: str
 ) -> None:
@@ -326,7 +325,7 @@ def test_request_id_header_is_named_per_route(
 
 
 @pytest.mark.parametrize("tools", [False, True])
-@pytest.mark.parametrize("route", ROUTE_PATHS)
+@pytest.mark.parametrize("route", DEFAULT_MODELS)
 def test_default_scenario_is_complete_or_a_tool_call_when_offered_tools(
     provider: FakeProvider, route: str, tools: bool
 ) -> None:
@@ -339,7 +338,7 @@ def test_default_scenario_is_complete_or_a_tool_call_when_offered_tools(
 
 
 @pytest.mark.parametrize("framing", FRAMINGS)
-@pytest.mark.parametrize("route", ROUTE_PATHS)
+@pytest.mark.parametrize("route", DEFAULT_MODELS)
 def test_both_truncation_framings_end_without_the_terminal(route: str, framing: str) -> None:
     with FakeProvider(seed=_seed_for(route, framing), speed=SPEED) as fresh:
         reply = _exchange(fresh.port, _stream_request(route, "truncated"))
@@ -376,12 +375,12 @@ def test_stopping_ends_a_stalled_stream_in_flight() -> None:
 # -- script_events, offline ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("words", [8, len(_ANSWER)])  # the range the provider draws from
+@pytest.mark.parametrize("words", [8, len(ANSWER)])  # the range the provider draws from
 @pytest.mark.parametrize(
     ("route", "scenario"),
     [
         pytest.param(route, scenario, id=f"{route}-{scenario}")
-        for route in ROUTE_PATHS
+        for route in DEFAULT_MODELS
         for scenario in SCENARIOS
         # these end on the network (a cut, a stall, a status), not in the body
         if scenario not in ("truncated", "timeout", "rate_limited")
@@ -404,8 +403,8 @@ def test_script_events_classify_as_expected(route: str, scenario: str, words: in
 def _assert_answer(text: str) -> None:
     """``text`` is the first words of the provider's answer (it draws 8 to all of them)."""
     words = text.split(" ")[:-1]
-    assert 8 <= len(words) <= len(_ANSWER), text
-    assert text == " ".join(_ANSWER[: len(words)]) + " "
+    assert 8 <= len(words) <= len(ANSWER), text
+    assert text == " ".join(ANSWER[: len(words)]) + " "
 
 
 def _sdk_request(route: str, scenario: str) -> dict[str, Any]:

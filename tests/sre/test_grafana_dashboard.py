@@ -5,7 +5,7 @@ No Grafana runs offline, so this proves the structure instead: every JSON file i
 unique panel ids, complete non-overlapping 24-column grid), every panel and query uses the
 ``${datasource}`` template variable (no ``__inputs``, which file provisioning never resolves),
 every referenced variable exists and every variable is used. Every query, with the variables at
-"All", selects only series and labels in ``tests._promql.EXPORTED`` (per selector, and per
+"All", selects only series and labels in ``tests.sre._promql.EXPORTED`` (per selector, and per
 expression for grouping labels), parses with the real ``promtool check rules``, and returns data
 under ``promtool test rules`` on synthetic series shaped like otelsse's export (outcomes
 pre-created at 0, stop reason absent on truncations, the generic route without provider). The
@@ -27,11 +27,11 @@ import yaml
 
 from otelsse import semconv
 from otelsse.monitor import Outcome
-from tests._promql import EXPORTED, label_names, metric_names, substitute_grafana_variables
+from tests.sre._promql import EXPORTED, label_names, metric_names, substitute_grafana_variables
 
 from ._tools import load_script, promtool
 
-GRAFANA = Path(__file__).resolve().parents[1] / "dashboards" / "grafana"
+GRAFANA = Path(__file__).resolve().parents[2] / "dashboards" / "grafana"
 DASHBOARD_FILES = sorted((GRAFANA / "dashboards").glob("*.json"))
 PROVIDER_PATH = "/var/lib/grafana/dashboards/otelsse"
 DATASOURCE_REF = {"type": "prometheus", "uid": "${datasource}"}

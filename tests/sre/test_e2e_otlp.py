@@ -1,6 +1,6 @@
 """End to end over OTLP: ``otelsse demo --otlp-endpoint`` reaches a real receiver.
 
-The receivers (``tests/_otlp.py``) run in this process and speak the real protocols: a grpcio
+The receivers (``tests/sre/_otlp.py``) run in this process and speak the real protocols: a grpcio
 server with the OpenTelemetry collector services (gRPC), and an ``http.server`` accepting
 protobuf POSTs on ``/v1/traces`` and ``/v1/metrics`` (HTTP). The demo runs as a user runs it,
 in a subprocess with the SDK's own OTLP exporters. What arrives must be the demo's streams: one

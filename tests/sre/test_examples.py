@@ -10,7 +10,7 @@ the exception it caught, or for the enforcing reader the released tool call or t
 ``opentelemetry-instrument``. A ``DeprecationWarning`` raised by an example's own code fails its
 run. The runs start together on a thread pool, so their start-up and waiting overlap. One more
 run sets ``OTEL_EXPORTER_OTLP_ENDPOINT`` to a gRPC OTLP receiver in this process (the one of
-tests/_otlp.py): the span and the stream count arrive there, and nothing is printed.
+tests/sre/_otlp.py): the span and the stream count arrive there, and nothing is printed.
 Every example script is run here and listed in examples/README.md, the examples' ``--scenario``
 choices are the fake provider's, and the zero-code app imports neither otelsse nor OpenTelemetry.
 
@@ -48,11 +48,11 @@ else:  # pragma: no cover - the test extra installs tomli there
     import tomli as tomllib
 
 from otelsse import semconv
-from otelsse._fake_provider import EXPECTED_OUTCOME, SCENARIOS, FakeProvider
-from tests._otlp import grpc_receiver
-from tests._tools import load_script, promtool
+from otelsse.demo.provider import EXPECTED_OUTCOME, SCENARIOS, FakeProvider
+from tests.sre._otlp import grpc_receiver
+from tests.sre._tools import load_script, promtool
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 COMPOSE = EXAMPLES / "compose"
 BIN = Path(sys.executable).parent

@@ -26,8 +26,8 @@ Decisions where readers of the spec have disagreed, each with a named test:
 
 from __future__ import annotations
 
-from ._decode import Utf8Decoder
-from ._exceptions import ParserClosedError
+from .._exceptions import ParserClosedError
+from .decode import Utf8Decoder
 from .events import SSEEvent
 
 __all__ = ["DEFAULT_MAX_EVENT_BYTES", "DEFAULT_MAX_LINE_BYTES", "SSEParser"]

@@ -5,7 +5,7 @@ Debian's ``prometheus`` (installed by ``.ci/run``; a missing binary fails these 
 directory and every rule file of ``dashboards/prometheus`` loaded. Once the demo has finished
 and Prometheus holds its final numbers, this module checks through the HTTP API that:
 
-- the series and labels Prometheus stores are exactly the ones ``tests/_promql.py`` derives
+- the series and labels Prometheus stores are exactly the ones ``tests/sre/_promql.py`` derives
   from ``semconv`` (which the dashboard and rule tests check their queries against);
 - the demo's printed summary equals what Prometheus computes from the same metrics;
 - every Grafana panel query and variable query (variables at "All") returns data;
@@ -35,7 +35,7 @@ import yaml
 from ._e2e import demo_process, free_port, poll, stop, wait_for_summary
 from ._promql import EXPORTED, substitute_grafana_variables
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RULE_FILES = sorted((ROOT / "dashboards" / "prometheus").glob("*.rules.yaml"))
 DASHBOARDS = sorted((ROOT / "dashboards" / "grafana" / "dashboards").glob("*.json"))
 #: Enough streams for every ending in the demo's mix (each 50 deal all of them).

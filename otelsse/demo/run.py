@@ -41,8 +41,8 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 
-from . import semconv
-from ._fake_provider import (
+from .. import semconv
+from .provider import (
     DEFAULT_MODELS,
     JOB_HEADER,
     SCENARIO_HEADER,

@@ -1,20 +1,23 @@
-"""What a route adapter tells the monitor: the internal vocabulary, and the per-call accumulators.
+"""What a route tells the monitor about one stream: ``StreamState`` and its tool-call accumulators.
 
-A route adapter turns provider envelopes into calls on ``StreamState``:
+A route (``otelsse.routes.Route``) turns provider envelopes into calls on ``StreamState``, the
+vocabulary every route shares:
 
     text_delta       text(key, chunk, reasoning=...)
-    item_open        open_tool(...) for tool calls; other items need no state
+    item_open        open_tool(call_id, name, empty_means=...) for tool calls -> ToolCall
     tool_args_delta  tool_args(call, fragment)
-    item_close       close_tool(call, ...)
+    item_close       close_tool(call, parsed=..., whole=...)
     usage            usage(input_tokens, output_tokens)
+    identity         identify(model, response_id)
     stop             stop(reason, success)
     terminal         terminal()
     error            provider_error(code)
     keepalive        nothing to record (the event is counted like any other)
     unknown          unknown()
 
-plus ``payload_invalid()`` and ``protocol_violation()`` for input the route cannot accept, and
-``anomaly(name)`` for oddities that are counted but do not change the outcome.
+plus ``payload_invalid()`` and ``protocol_violation(name)`` for input the route cannot accept,
+and ``anomaly(name)`` for oddities that are counted but do not change the outcome. The monitor
+reads the state at the end of the stream to decide its outcome.
 
 Calls are direct method calls rather than signal objects: one event may produce several of them
 and this is the hot path.
@@ -24,8 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import semconv
-from ._json import JSONDecodeError, loads
+from .json import JSONDecodeError, loads
 
 __all__ = ["StreamState", "ToolCall"]
 
@@ -61,7 +63,12 @@ class ToolCall:
 
 
 class StreamState:
-    """Everything the route adapters have established about one stream so far."""
+    """Everything a route has established about one stream so far (the vocabulary above).
+
+    Ceilings (``max_tool_chars`` per call, ``max_tool_calls``, ``max_text_chars`` of kept text)
+    come from the monitor's ``Limits``; breaching one sets ``limit_stage`` and parsing stops.
+    ``collect_text`` is False in observe mode: text is then counted by nobody and kept nowhere.
+    """
 
     __slots__ = (
         "anomalies",
@@ -187,10 +194,11 @@ class StreamState:
         self.terminal_seen = True
 
     def provider_error(self, code: Any) -> None:
+        """The provider reported an error in the stream; ``code`` is its code or type if any
+        (a string or number as sent; telemetry cuts it to its attribute limit)."""
         self.provider_error_seen = True
         if self.error_code is None and isinstance(code, (str, int)) and not isinstance(code, bool):
-            # A code is an identifier; anything longer is cut, as it may not be one.
-            self.error_code = str(code)[: semconv.MAX_METRIC_VALUE_CHARS]
+            self.error_code = str(code)
 
     def usage(self, input_tokens: Any, output_tokens: Any) -> None:
         # Snapshots are cumulative on every route that repeats them: replace, never add.

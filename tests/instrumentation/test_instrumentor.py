@@ -1,18 +1,22 @@
-"""``instrument()``'s options reach every observed stream: extra routes, limits, the model cap.
+"""``instrument()``'s options: each reaches every observed stream (extra routes, limits, the model
+cap), and a misspelt one is refused or reported rather than ignored.
 
 Real server on 127.0.0.1 (tests/_server.py), real httpx client, real SDK (tests/_otel.py).
-Clients, excluded URLs and idempotence are covered in test_instrumentation_zero_code.py.
+Clients, excluded URLs and idempotence are covered in test_zero_code.py.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
+import otelsse
 from otelsse import Limits, semconv
-from otelsse.routes import OpenAIChatAdapter, Route, match_route, route_names
+from otelsse.instrumentation import OPTIONS, SSEInstrumentor
+from otelsse.routes import OpenAIChatRoute, Request, match_route, route_names
 from otelsse.telemetry import OTHER
 from tests._fixtures import read_fixture
 from tests._otel import Telemetry
@@ -32,16 +36,21 @@ def stream(url: str) -> bytes:
         return response.read()
 
 
+class WriterChat(OpenAIChatRoute):
+    """A chat-compatible server without [DONE]: only its own route calls the stream complete."""
+
+    name = "writer.chat"
+    require_done = False
+
+    @classmethod
+    def matches(cls, request: Request) -> bool:
+        return request.method == "POST" and request.path == "/v1/writer/chat"
+
+
 def test_an_extra_route_is_used_while_instrumented_and_removed_after(server: SSEServer) -> None:
-    # A chat-compatible server without [DONE]: only its own route calls the stream complete.
     body = read_fixture(CHAT).replace(b"data: [DONE]\n\n", b"")
     url = server.route("/v1/writer/chat", Reply(body))
-    route = Route(
-        "writer.chat",
-        lambda: OpenAIChatAdapter(require_done=False),
-        lambda method, path: method == "POST" and path == "/v1/writer/chat",
-    )
-    otel = Telemetry().install(routes=[route])
+    otel = Telemetry().install(routes=[WriterChat])
     try:
         assert stream(url) == body
         span = otel.stream_span()
@@ -51,7 +60,7 @@ def test_an_extra_route_is_used_while_instrumented_and_removed_after(server: SSE
     finally:
         otel.uninstall()
     assert "writer.chat" not in route_names()
-    assert match_route("POST", "/v1/writer/chat") is None
+    assert match_route(Request("POST", "127.0.0.1", "/v1/writer/chat")) is None
 
 
 def test_limits_apply_to_every_observed_stream(server: SSEServer) -> None:
@@ -91,5 +100,35 @@ def test_model_names_beyond_the_cap_are_other(server: SSEServer) -> None:
             "model-1",
             "model-2",
         }
+    finally:
+        otel.uninstall()
+
+
+@pytest.mark.parametrize("option", ["limit", "clientz", "tracer"])
+def test_an_unknown_option_is_a_type_error_naming_the_valid_ones(option: str) -> None:
+    with pytest.raises(TypeError, match=option) as caught:
+        otelsse.instrument(**{option: None})
+    assert all(name in str(caught.value) for name in OPTIONS)
+    assert not SSEInstrumentor().is_instrumented_by_opentelemetry
+    assert not hasattr(httpx.Client.send, "__wrapped__")
+
+
+def test_a_bad_excluded_url_pattern_is_warned_about_once_and_the_rest_still_apply(
+    server: SSEServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = read_fixture(CHAT)
+    kept = server.route("/v1/chat/completions", Reply(body))
+    excluded = server.route("/internal/v1/chat/completions", Reply(body))
+    with caplog.at_level(logging.WARNING, logger="otelsse"):
+        otel = Telemetry().install(excluded_urls="[unclosed, /internal/")
+    try:
+        warnings = [r for r in caplog.records if r.name == "otelsse"]
+        assert len(warnings) == 1
+        assert warnings[0].levelno == logging.WARNING
+        assert "[unclosed" in warnings[0].getMessage()
+        assert stream(excluded) == body
+        assert otel.spans() == []  # the valid pattern still excludes
+        assert stream(kept) == body
+        assert otel.stream_span().attributes[semconv.OUTCOME] == "complete"  # type: ignore[index]
     finally:
         otel.uninstall()

@@ -19,7 +19,7 @@ for name in {blocked!r}:
     sys.modules[name] = None  # makes ``import name`` raise ImportError
 from pathlib import Path
 from otelsse import StreamMonitor
-from otelsse._json import JSON_DECODER
+from otelsse._core.json import JSON_DECODER
 outcomes = {{}}
 for path in sorted(Path(sys.argv[1]).glob("*/*.sse")):
     monitor = StreamMonitor("auto")

@@ -2,11 +2,11 @@
 
 docs/reference.md must be exactly what docs/generate_reference.py prints (run as a program),
 and must name every attribute and metric of ``otelsse.semconv`` with the Prometheus series that
-``tests/_promql.py`` (the dashboards' contract) derives. The documented caps, scope and span kind
-are checked against a real instrumented stream and the real ``Telemetry``, and the attributes the
-reference calls instrumentation-only against ``StreamReport.to_attributes()``. docs/outcomes.md
-must have one section per ``Outcome`` and a summary table whose span status agrees with
-``semconv.ERROR_OUTCOMES``.
+``tests/sre/_promql.py`` (the dashboards' contract) derives. The documented caps, scope and span
+kind are checked against a real instrumented stream and the real ``Telemetry``, and the
+attributes the reference calls instrumentation-only against ``telemetry.span_attributes()``.
+docs/outcomes.md must have one section per ``Outcome`` and a summary table whose span status
+agrees with ``semconv.ERROR_OUTCOMES``.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ import otelsse
 from otelsse import reader, semconv
 from otelsse.instrumentation import SSEInstrumentor
 from otelsse.monitor import Outcome, StreamMonitor
-from otelsse.telemetry import OTHER, Telemetry
+from otelsse.telemetry import OTHER, Telemetry, span_attributes
+from tests._otel import Telemetry as SDK
 
 from . import _promql
-from ._otel import Telemetry as SDK
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 GENERATOR = DOCS / "generate_reference.py"
 REFERENCE = (DOCS / "reference.md").read_text(encoding="utf-8")
 OUTCOMES = (DOCS / "outcomes.md").read_text(encoding="utf-8")
@@ -116,7 +116,7 @@ def test_instrumentation_only_attributes_are_the_ones_a_report_cannot_give() -> 
         input_tokens=1,
         output_tokens=2,
     )
-    reported = set(report.to_attributes())
+    reported = set(span_attributes(report))
     assert reported == set(semconv.ATTRIBUTES) - set(GEN["INSTRUMENTATION_ONLY"])
 
 

@@ -22,15 +22,18 @@ import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from ..routes import Request, get_route, match_route
+
 __all__ = [
+    "ANSWER",
     "DEFAULT_MODELS",
     "EXPECTED_OUTCOME",
-    "ROUTE_PATHS",
     "SCENARIOS",
     "SCENARIO_HEADER",
     "WEATHER_TOOL",
     "FakeProvider",
     "Turn",
+    "example_path",
     "request_for",
     "script_events",
 ]
@@ -52,26 +55,21 @@ EXPECTED_OUTCOME: dict[str, str] = {
 }
 SCENARIOS: tuple[str, ...] = tuple(EXPECTED_OUTCOME)
 
-#: Request paths by route (Gemini's carries the model: ``/v1beta/models/{model}:...``).
-ROUTE_PATHS: dict[str, str] = {
-    "openai.chat_completions": "/v1/chat/completions",
-    "openai.responses": "/v1/responses",
-    "anthropic.messages": "/v1/messages",
-    "gemini.generate_content": "/v1beta/models/{model}:streamGenerateContent?alt=sse",
-}
+#: The routes it speaks, and the model each answers as unless the request names one.
 DEFAULT_MODELS: dict[str, str] = {
     "openai.chat_completions": "gpt-4o-mini",
     "openai.responses": "gpt-4.1",
     "anthropic.messages": "claude-sonnet-4-6",
     "gemini.generate_content": "gemini-2.5-flash",
 }
-_GEMINI_PATH = re.compile(r"^/v1beta/models/([^/:]+):streamGenerateContent$")
+# Gemini names the model in the path: ``/v1beta/models/{model}:streamGenerateContent``.
+_PATH_MODEL = re.compile(r"/models/([^/:]+):")
 
 _ANSWER_TEXT = (
     "Server-Sent Events end when the provider says so, not when the socket goes quiet. "
     "A stream that stops early looks like a short answer unless someone checks."
 )
-_ANSWER = _ANSWER_TEXT.split(" ")
+ANSWER = _ANSWER_TEXT.split(" ")
 _TOOL_NAME = "get_weather"
 _TOOL_ARGUMENTS = '{"city": "Paris", "unit": "celsius"}'
 #: The one tool the fake provider calls, with its JSON Schema (OpenAI function shape).
@@ -127,7 +125,7 @@ def _chat(turn: Turn) -> list[bytes]:
     events = [chunk({"role": "assistant", "content": ""})]
     tool = turn.scenario.startswith("tool_call")
     if not tool:
-        events += [chunk({"content": word + " "}) for word in _ANSWER[: turn.words]]
+        events += [chunk({"content": word + " "}) for word in ANSWER[: turn.words]]
     if turn.scenario == "provider_error":
         error = {
             "message": "The server had an error while processing your request.",
@@ -224,7 +222,7 @@ def _responses(turn: Turn) -> list[bytes]:
         where = {"item_id": message["id"], "output_index": 0, "content_index": 0}
         events.append(event("response.output_item.added", output_index=0, item=message))
         events.append(event("response.content_part.added", **where, part=part))
-        for word in _ANSWER[: turn.words]:
+        for word in ANSWER[: turn.words]:
             text += word + " "
             events.append(event("response.output_text.delta", **where, delta=word + " "))
         if turn.scenario == "provider_error":
@@ -271,7 +269,7 @@ def _anthropic(turn: Turn) -> list[bytes]:
         event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
         event("ping"),
     ]
-    for word in _ANSWER[: turn.words]:
+    for word in ANSWER[: turn.words]:
         delta = {"type": "text_delta", "text": word + " "}
         events.append(event("content_block_delta", index=0, delta=delta))
     if turn.scenario == "provider_error":
@@ -311,7 +309,7 @@ def _gemini(turn: Turn) -> list[bytes]:
             candidate["finishReason"] = finish
         return _sse({"candidates": [candidate], **base})
 
-    words = _ANSWER[: turn.words]
+    words = ANSWER[: turn.words]
     events = [chunk([{"text": " ".join(words[i : i + 4]) + " "}]) for i in range(0, len(words), 4)]
     if turn.scenario == "provider_error":
         error = {
@@ -370,17 +368,6 @@ class _Reply(NamedTuple):
     cut_after: int | None  # truncated: send this many events and part of the next, then close
     chunked: bool  # a truncated chunked body errors in the client; close-delimited looks clean
     stall_after: int | None  # timeout: send this many events, then go silent
-
-
-def _route_of(method: str, path: str) -> tuple[str, str | None] | None:
-    """(route, model from the path) for a known streaming endpoint."""
-    if method != "POST":
-        return None
-    for route, known in ROUTE_PATHS.items():
-        if "{model}" not in known and path == known:
-            return route, None
-    match = _GEMINI_PATH.match(path)
-    return ("gemini.generate_content", match.group(1)) if match else None
 
 
 class FakeProvider:
@@ -497,17 +484,24 @@ class FakeProvider:
 
     def _reply(self, method: str, target: str, headers: dict[str, str], body: bytes) -> _Reply:
         path, _, query = target.partition("?")
-        found = _route_of(method, path)
-        if found is None or (found[0] == "gemini.generate_content" and "alt=sse" not in query):
+        endpoint = Request(method, self.host, path, query)
+        found = match_route(endpoint)
+        # Gemini streams SSE only with ?alt=sse (without it, a JSON array this server lacks).
+        by_url = found is not None and found.name == "gemini.generate_content"
+        if (
+            found is None
+            or found.name not in _RENDER
+            or (by_url and not found.always_streams(endpoint))
+        ):
             return _error_reply(404, "not_found", f"no streaming endpoint at {method} {path}")
-        route, path_model = found
+        route = found.name
         try:
             request = json.loads(body or b"{}")
         except ValueError:
             return _error_reply(400, "invalid_request_error", "the body is not JSON")
         if not isinstance(request, dict):
             return _error_reply(400, "invalid_request_error", "the body is not a JSON object")
-        if route != "gemini.generate_content" and request.get("stream") is not True:
+        if not by_url and request.get("stream") is not True:
             return _error_reply(400, "invalid_request_error", "this fake provider only streams")
         default = "tool_call" if request.get("tools") else "complete"
         scenario = headers.get(SCENARIO_HEADER, default)
@@ -520,9 +514,14 @@ class FakeProvider:
             reply = _error_reply(429, "rate_limit_exceeded", "Rate limit reached; retry later.")
             return reply._replace(headers=[*reply.headers, (request_id_header, request_id)])
         rng = self._random
-        model = path_model or str(request.get("model") or DEFAULT_MODELS[route])
+        path_model = _PATH_MODEL.search(path)
+        model = (
+            path_model.group(1)
+            if path_model
+            else str(request.get("model") or DEFAULT_MODELS[route])
+        )
         events = script_events(
-            route, Turn(model, scenario, rng.randint(8, len(_ANSWER)), request_id)
+            route, Turn(model, scenario, rng.randint(8, len(ANSWER)), request_id)
         )
         # Most answers start in a few hundred milliseconds; "thinking" ones take seconds.
         thinking = rng.random() < 0.15
@@ -585,9 +584,18 @@ def _error_reply(status: int, kind: str, message: str) -> _Reply:
     return _Reply(status, [("content-type", "application/json")], [], body, 0, 0, None, True, None)
 
 
+def example_path(route: str, model: str | None = None) -> str:
+    """The path (and query) of ``route``'s example request, naming ``model`` where the path
+    carries it (Gemini)."""
+    example = get_route(route).example_request
+    assert example is not None, route
+    path = example[1]
+    return path if model is None else _PATH_MODEL.sub(f"/models/{model}:", path)
+
+
 def request_for(route: str, model: str, *, tools: bool) -> tuple[str, dict[str, Any]]:
     """(path, JSON body) of a streaming request to ``route``, as a plain HTTP client sends it."""
-    path = ROUTE_PATHS[route].format(model=model)
+    path = example_path(route, model)
     prompt = "Why do streamed answers need a terminal event?"
     if route == "gemini.generate_content":
         body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": prompt}]}]}

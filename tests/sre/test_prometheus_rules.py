@@ -8,7 +8,7 @@ generate_rules.py renders; every alert (each SLO window pair on its own) has a f
 promtool case, a severity, a summary, a description and a runbook_url whose anchor is a heading
 of docs/runbooks.md; every alert threshold is one literal number after its comparison (the
 end-to-end test rewrites ``<op> <number>`` to ``>= -Inf``, and promtool must still accept the
-result); every series an expression selects is exported (tests/_promql.EXPORTED) or recorded
+result); every series an expression selects is exported (tests/sre/_promql.EXPORTED) or recorded
 here, with only labels that series carries. Without promtool the tests fail: they never skip.
 """
 
@@ -28,7 +28,7 @@ from otelsse import semconv
 from ._promql import EXPORTED, label_names, metric_names
 from ._tools import load_script, promtool
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RULES_DIR = ROOT / "dashboards" / "prometheus"
 RULE_FILES = sorted(RULES_DIR.glob("*.rules.yaml"))
 TEST_FILES = sorted((RULES_DIR / "tests").glob("*.test.yaml"))

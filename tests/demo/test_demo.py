@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import io
 import itertools
 import json
@@ -40,7 +39,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from otelsse import semconv
-from otelsse._demo import (
+from otelsse.cli import main
+from otelsse.demo.provider import (
+    DEFAULT_MODELS,
+    EXPECTED_OUTCOME,
+    SCENARIOS,
+    UNSUPPORTED,
+    request_for,
+)
+from otelsse.demo.run import (
     CLIENTS,
     ROUTES,
     SCENARIO_DECK,
@@ -52,15 +59,7 @@ from otelsse._demo import (
     print_summary,
     run_demo,
 )
-from otelsse._fake_provider import (
-    DEFAULT_MODELS,
-    EXPECTED_OUTCOME,
-    SCENARIOS,
-    UNSUPPORTED,
-    request_for,
-)
-from otelsse.cli import main
-from otelsse.instrumentation import _TARGETS
+from otelsse.instrumentation import CLIENT_MODULES, get_client
 from tests._demo_clients import client_raises
 from tests._server import MAX_WAIT
 
@@ -223,9 +222,9 @@ def _expected_streams(jobs: list[Job]) -> dict[str, dict[str, int]]:
 def _patched_methods() -> dict[tuple[type, str], Any]:
     """What each method otelsse patches is right now (the class's own attribute)."""
     found = {}
-    for _, module_name, class_name, method, _ in _TARGETS:
-        owner = getattr(importlib.import_module(module_name), class_name)
-        found[owner, method] = vars(owner)[method]
+    for library in CLIENT_MODULES:
+        for owner, method, _ in get_client(library).targets():
+            found[owner, method] = vars(owner)[method]
     return found
 
 

@@ -1,0 +1,167 @@
+"""What otelsse needs to know about an HTTP client library, and which libraries it knows.
+
+A client module (``_httpx.py`` for httpx and httpx2, ``_requests.py``) owns everything about its
+library's shape: where the instrumentation hooks in and how it taps a body, a response's status,
+headers and request, how the enforcing reader pulls the body as it arrives, and how the library's
+exceptions map onto how a stream ended. Nothing outside a client module reads a client's
+attributes. Adding a client is one module with a ``CLIENTS`` mapping plus one line in
+``CLIENT_MODULES``.
+
+Standard library only: the enforcing reader finds a response's client here without loading
+OpenTelemetry. A client module is imported only when its library is in use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..monitor import StreamError
+
+if TYPE_CHECKING:
+    from ._observer import Settings
+
+__all__ = [
+    "CLIENT_MODULES",
+    "Client",
+    "body_asks_for_stream",
+    "client_of",
+    "error_chain",
+    "get_client",
+    "stream_error",
+]
+
+#: Client library (its import name, the ``clients=`` option value) -> the module of this package
+#: that describes it in its ``CLIENTS`` mapping.
+CLIENT_MODULES: dict[str, str] = {
+    "httpx": "_httpx",
+    "httpx2": "_httpx",
+    "requests": "_requests",
+}
+
+#: What a client patches: (owner class, method name, wrapper factory taking the ``Settings``).
+Target = tuple[type, str, Callable[["Settings"], Callable[..., Any]]]
+
+
+class Client:
+    """One client library's shape. Subclasses fill in every method; one instance per library.
+
+    Attributes:
+        library: the library's import name (``"httpx"``).
+        taps_coded_body: the tap sees the body before content-decoding, so the observer must
+            decode it (httpx's ``response.stream``); False when it sees what the app sees.
+    """
+
+    library: str
+    taps_coded_body: bool
+
+    def targets(self) -> list[Target]:
+        """The methods the instrumentation wraps (the library is imported here)."""
+        raise NotImplementedError
+
+    # -- a response, for the instrumentation and the reader ------------------------------------
+
+    def status(self, response: Any) -> int:
+        raise NotImplementedError
+
+    def headers(self, response: Any) -> Mapping[str, str]:
+        """The response headers, as a case-insensitive mapping."""
+        raise NotImplementedError
+
+    def request_line(self, response: Any) -> tuple[str, str] | None:
+        """The method and URL of the request ``response`` answers, when it knows them."""
+        raise NotImplementedError
+
+    def consumed_body(self, response: Any) -> bytes | None:
+        """The whole body when the library already read it (``stream=False``), else None."""
+        raise NotImplementedError
+
+    def chunks(self, response: Any) -> Iterator[bytes]:
+        """The body, content-decoded, in pieces as they arrive (the enforcing reader)."""
+        raise NotImplementedError
+
+    def achunks(self, response: Any) -> AsyncIterator[bytes]:
+        """The async twin of ``chunks``."""
+        raise TypeError(f"{self.library} responses cannot be read asynchronously")
+
+    def is_timeout(self, error: BaseException) -> bool:
+        """Whether ``error`` (one of this library's, or of the transport under it) is its read
+        deadline firing. Called only when the library is imported."""
+        raise NotImplementedError
+
+
+_STREAM_TRUE = re.compile(rb'"stream"\s*:\s*true')
+
+
+def body_asks_for_stream(body: object) -> bool:
+    """Whether a JSON request body says ``"stream": true`` (read, never recorded)."""
+    if isinstance(body, dict):
+        return body.get("stream") is True
+    if isinstance(body, str):
+        body = body.encode("utf-8", "replace")
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        data = bytes(body)
+        return b'"stream"' in data and _STREAM_TRUE.search(data) is not None
+    return False
+
+
+def get_client(library: str) -> Client:
+    """The ``Client`` of a library named in ``CLIENT_MODULES`` (imports its module).
+
+    Raises:
+        KeyError: otelsse knows no client of that name.
+    """
+    module = importlib.import_module(f"{__package__}.{CLIENT_MODULES[library]}")
+    client: Client = module.CLIENTS[library]
+    return client
+
+
+def client_of(response: object) -> Client | None:
+    """The client whose library made ``response`` (by its class's module), or None."""
+    for cls in type(response).__mro__:
+        library = cls.__module__.partition(".")[0]
+        if library in CLIENT_MODULES:
+            return get_client(library)
+    return None
+
+
+def error_chain(error: BaseException) -> Iterator[BaseException]:
+    """``error``, then what it wraps: its cause or context, or an exception given as its first
+    argument (requests wraps urllib3's errors that way). Cycles and long chains are cut."""
+    seen: BaseException | None = error
+    for _ in range(8):
+        if seen is None:
+            return
+        yield seen
+        wrapped = seen.args[0] if seen.args and isinstance(seen.args[0], BaseException) else None
+        seen = seen.__cause__ or seen.__context__ or wrapped
+
+
+def stream_error(error: BaseException) -> StreamError:
+    """How an exception raised while a body was read ended the stream, whatever the source.
+
+    Cancellation (generator close, Ctrl-C, asyncio's, anyio's or trio's cancellation) is the
+    application's doing. A timeout anywhere in the chain (Python's or asyncio's, or one a loaded
+    client library recognises as its own: each client module owns its timeout classes) is the
+    read deadline. Anything else lost the connection.
+    """
+    if isinstance(error, (GeneratorExit, KeyboardInterrupt)):
+        return "cancelled"
+    if type(error).__name__ in ("CancelledError", "Cancelled"):  # asyncio/anyio, trio
+        return "cancelled"
+    builtin = _timeout_types()
+    loaded = [get_client(library) for library in CLIENT_MODULES if library in sys.modules]
+    for link in error_chain(error):
+        if isinstance(link, builtin) or any(client.is_timeout(link) for client in loaded):
+            return "timeout"
+    return "transport"
+
+
+def _timeout_types() -> tuple[type[BaseException], ...]:
+    # Before Python 3.11 asyncio's TimeoutError is a class of its own; if asyncio was never
+    # imported, none of its errors can be in hand.
+    asyncio = sys.modules.get("asyncio")
+    return (TimeoutError,) if asyncio is None else (TimeoutError, asyncio.TimeoutError)

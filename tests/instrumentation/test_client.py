@@ -1,0 +1,130 @@
+"""The client registry and what every client module answers: which client made a response, how
+an exception ended a stream, whether a request body asks for a stream.
+
+Units: exceptions are built the way each library raises them (a requests ``ConnectionError``
+around urllib3's ``ReadTimeoutError``, a ``MaxRetryError`` raised from a refused connection);
+responses are the libraries' own classes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import httpx2
+import pytest
+import requests
+import urllib3
+
+from otelsse.instrumentation import CLIENT_MODULES, client_of, get_client
+from otelsse.instrumentation._client import body_asks_for_stream, stream_error
+from otelsse.monitor import StreamError
+
+
+def _raised_from(error: BaseException, cause: BaseException) -> BaseException:
+    try:
+        raise error from cause
+    except BaseException as raised:
+        return raised
+
+
+_READ_TIMEOUT = urllib3.exceptions.ReadTimeoutError(None, "/", "Read timed out.")  # type: ignore[arg-type]
+_REFUSED = urllib3.exceptions.NewConnectionError(None, "refused")  # type: ignore[arg-type]
+_REQUEST = httpx.Request("POST", "http://h/v1/chat/completions")
+_REQUEST2 = httpx2.Request("POST", "http://h/v1/chat/completions")
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (GeneratorExit(), "cancelled"),
+        (KeyboardInterrupt(), "cancelled"),
+        (asyncio.CancelledError(), "cancelled"),
+        (TimeoutError(), "timeout"),
+        (_raised_from(OSError("reset"), TimeoutError()), "timeout"),
+        (OSError("reset"), "transport"),
+        (httpx.ReadTimeout("t", request=_REQUEST), "timeout"),
+        (httpx.ConnectTimeout("t", request=_REQUEST), "timeout"),
+        (httpx.RemoteProtocolError("peer closed"), "transport"),
+        (httpx.ConnectError("refused"), "transport"),
+        (httpx2.ReadTimeout("t", request=_REQUEST2), "timeout"),
+        (httpx2.RemoteProtocolError("peer closed"), "transport"),
+        (requests.exceptions.ReadTimeout(), "timeout"),
+        (requests.exceptions.ConnectionError(_READ_TIMEOUT), "timeout"),
+        (requests.exceptions.ChunkedEncodingError("cut"), "transport"),
+        (
+            _raised_from(
+                requests.exceptions.ConnectionError("refused"),
+                _raised_from(urllib3.exceptions.MaxRetryError(None, "/"), _REFUSED),  # type: ignore[arg-type]
+            ),
+            "transport",
+        ),
+    ],
+    ids=repr,
+)
+def test_every_client_maps_its_own_exceptions(error: BaseException, kind: StreamError) -> None:
+    assert stream_error(error) == kind
+
+
+def test_a_cause_cycle_does_not_loop() -> None:
+    first, second = OSError("a"), OSError("b")
+    first.__context__, second.__context__ = second, first
+    assert stream_error(first) == "transport"
+
+
+@pytest.mark.parametrize(
+    ("response", "library"),
+    [
+        (httpx.Response(200, request=_REQUEST), "httpx"),
+        (httpx2.Response(200, request=_REQUEST2), "httpx2"),
+        (requests.Response(), "requests"),
+        ([b"data: x\n\n"], None),
+        (iter([b"data: x\n\n"]), None),
+    ],
+    ids=["httpx", "httpx2", "requests", "list", "iterator"],
+)
+def test_a_response_is_read_by_the_client_of_its_library(response: object, library: str) -> None:
+    client = client_of(response)
+    assert (client and client.library) == library
+
+
+def test_a_subclass_of_a_client_response_is_that_client_s() -> None:
+    class AppResponse(httpx.Response):
+        pass
+
+    client = client_of(AppResponse(200, request=_REQUEST))
+    assert client is not None
+    assert client.library == "httpx"
+
+
+def test_every_registered_client_names_its_library_and_targets() -> None:
+    for library in CLIENT_MODULES:
+        client = get_client(library)
+        assert client.library == library
+        assert all(callable(make) for _, _, make in client.targets())
+    with pytest.raises(KeyError):
+        get_client("aiohttp")
+
+
+def test_a_requests_response_cannot_be_read_asynchronously() -> None:
+    client = get_client("requests")
+    with pytest.raises(TypeError, match="asynchronously"):
+        client.achunks(requests.Response())
+
+
+@pytest.mark.parametrize(
+    ("body", "asks"),
+    [
+        ({"stream": True}, True),
+        ({"stream": "true"}, False),
+        ({"stream": False}, False),
+        (b'{"model": "m", "stream" : true}', True),
+        ('{"stream":true}', True),
+        (b'{"stream": false, "text": "\\"stream\\": true"}', False),  # quoted text is not a key
+        (b'{"options": {"stream": true}}', True),  # conservative: at worst one more span
+        (b'{"model": "m"}', False),
+        (None, False),
+    ],
+)
+def test_body_asks_for_stream(body: object, asks: bool) -> None:
+    assert body_asks_for_stream(body) is asks

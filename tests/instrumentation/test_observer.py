@@ -1,0 +1,77 @@
+"""Which requests are watched: the routes' declarations, the stream flag, exclusions."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+
+from otelsse import semconv
+from otelsse.instrumentation import get_client
+from otelsse.instrumentation._observer import Settings, Watch
+from otelsse.telemetry import Telemetry
+from tests._otel import Telemetry as SDK
+
+
+@pytest.fixture
+def sdk() -> SDK:
+    return SDK()
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "stream_asked", "accept", "route", "expects"),
+    [
+        ("POST", "http://h/v1/chat/completions", True, None, "openai.chat_completions", True),
+        ("POST", "http://h/v1/chat/completions", False, None, "openai.chat_completions", False),
+        ("POST", "http://h/v1/messages", False, "text/event-stream", "anthropic.messages", True),
+        ("POST", "http://h/v1/models/g:streamGenerateContent?alt=sse", False, None,
+         "gemini.generate_content", True),
+        ("POST", "http://h/v1/models/g:streamGenerateContent", False, None,
+         "gemini.generate_content", False),
+        ("GET", "http://h/v1/responses/r1?stream=true", False, None, "openai.responses", True),
+        ("POST", "http://h/v2/chat", True, "text/event-stream", None, False),
+    ],
+)  # fmt: skip
+def test_watch_expects_sse_only_on_streaming_routes(
+    sdk: SDK,
+    method: str,
+    url: str,
+    stream_asked: bool,
+    accept: str | None,
+    route: str | None,
+    expects: bool,
+) -> None:
+    settings = Settings(Telemetry(sdk.tracer_provider, sdk.meter_provider))
+    watch = watch_url(settings, method, url, stream_asked, accept)
+    assert watch is not None
+    assert (watch.route and watch.route.name, watch.expects_sse) == (route, expects)
+    assert (watch.span is not None) is expects
+    if watch.span is not None:
+        watch.span.end()
+        assert dict(sdk.stream_span().attributes or {}) == {
+            semconv.ROUTE: route,
+            semconv.SERVER_ADDRESS: "h",
+            semconv.SERVER_PORT: 80,
+        }
+
+
+def watch_url(
+    settings: Settings, method: str, url: str, stream_asked: bool = True, accept: str | None = None
+) -> Watch | None:
+    target = httpx.URL(url)
+    return settings.watch(
+        get_client("httpx"),
+        method,
+        target,
+        target.path,
+        target.query.decode(),
+        stream_asked=lambda: stream_asked,
+        accept=lambda: accept,
+    )
+
+
+def test_excluded_urls_are_not_watched(sdk: SDK) -> None:
+    settings = Settings(Telemetry(sdk.tracer_provider), excluded_urls=re.compile("internal"))
+    assert watch_url(settings, "POST", "http://internal/v1/chat/completions") is None
+    assert watch_url(settings, "POST", "http://public/v1/chat/completions") is not None

@@ -1,0 +1,155 @@
+"""The registry: detection from the request, registration, and what every route declares."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import pytest
+
+from otelsse import Outcome, detect_route, register_route
+from otelsse.routes import (
+    BUILT_IN,
+    OpenAIChatRoute,
+    Request,
+    Route,
+    get_route,
+    make_adapter,
+    route_names,
+    unregister_route,
+)
+from tests._fixtures import read_fixture
+from tests._helpers import run_monitor
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "content_type", "route"),
+    [
+        ("POST", "https://api.openai.com/v1/chat/completions", None, "openai.chat_completions"),
+        (
+            "POST",
+            "https://x.openai.azure.com/openai/deployments/gpt/chat/completions?api-version=1",
+            "text/event-stream",
+            "openai.chat_completions",
+        ),
+        ("POST", "https://api.openai.com/v1/responses", None, "openai.responses"),
+        ("GET", "https://api.openai.com/v1/responses/resp_1?stream=true", None, "openai.responses"),
+        ("GET", "https://api.openai.com/v1/responses/resp_1", "application/json", None),
+        ("post", "https://api.anthropic.com/v1/messages", None, "anthropic.messages"),
+        (
+            "POST",
+            "https://eu-aiplatform.googleapis.com/v1/projects/p/locations/l/publishers/anthropic/"
+            "models/claude:streamRawPredict",
+            None,
+            "anthropic.messages",
+        ),
+        (
+            "POST",
+            "https://generativelanguage.googleapis.com/v1beta/models/gemini:streamGenerateContent"
+            "?alt=sse",
+            "text/event-stream; charset=utf-8",
+            "gemini.generate_content",
+        ),
+        ("POST", "https://example.com/v1/events", "text/event-stream; charset=utf-8", "auto"),
+        ("POST", "https://example.com/v1/events", "Text/Event-Stream", "auto"),
+        ("POST", "https://example.com/v1/events", "application/json", None),
+        ("GET", "https://example.com/", None, None),
+    ],
+)
+def test_detect_route(method: str, url: str, content_type: str | None, route: str | None) -> None:
+    assert detect_route(method, url, content_type) == route
+
+
+class WriterChat(OpenAIChatRoute):
+    """An OpenAI-compatible server at its own path that ends without ``[DONE]``."""
+
+    name = "writer.chat"
+    require_done = False
+
+    @classmethod
+    def matches(cls, request: Request) -> bool:
+        return request.method == "POST" and request.path.endswith("/v1/chat")
+
+
+def test_a_registered_route_is_detected_first_and_builds_its_adapter() -> None:
+    assert register_route(WriterChat) is WriterChat
+    try:
+        assert "writer.chat" in route_names()
+        assert get_route("writer.chat") is WriterChat
+        assert detect_route("POST", "https://api.writer.com/v1/chat") == "writer.chat"
+        body = read_fixture("edge/chat-stop-without-done.sse")
+        _, strict = run_monitor([body], route="openai.chat_completions")
+        _, lenient = run_monitor([body], route="writer.chat")
+        assert strict.outcome is Outcome.TRUNCATED
+        assert lenient.outcome is Outcome.COMPLETE
+        with pytest.raises(ValueError, match="already registered"):
+            register_route(WriterChat)
+        register_route(WriterChat, replace=True)
+    finally:
+        unregister_route("writer.chat")
+    assert detect_route("POST", "https://api.writer.com/v1/chat") is None
+
+
+class _Nameless(Route):
+    pass
+
+
+class _Generic(Route):
+    name = "generic"
+
+
+class _Auto(Route):
+    name = "auto"
+
+
+@pytest.mark.parametrize(
+    ("route", "error", "match"),
+    [
+        (OpenAIChatRoute(), TypeError, "Route subclass"),
+        (dict, TypeError, "Route subclass"),
+        (_Nameless, ValueError, "declares no name"),
+        (_Generic, ValueError, "built in"),
+        (_Auto, ValueError, "built in"),
+    ],
+)
+def test_only_a_named_route_class_of_its_own_can_be_registered(
+    route: object, error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        register_route(route)  # type: ignore[arg-type]
+    assert route_names() == [*(r.name for r in BUILT_IN), "auto"]
+
+
+def test_unknown_route_name_is_a_key_error() -> None:
+    with pytest.raises(KeyError, match="unknown route"):
+        make_adapter("nope")
+
+
+@pytest.mark.parametrize("route", [r for r in BUILT_IN if r.example_request], ids=lambda r: r.name)
+def test_every_route_recognises_its_own_example_request(route: type[Route]) -> None:
+    assert route.example_request is not None
+    method, target = route.example_request
+    assert detect_route(method, f"https://api.example.com{target}") == route.name
+
+
+@pytest.mark.parametrize(
+    ("url", "streams"),
+    [
+        ("https://g.example.com/v1beta/models/m:streamGenerateContent?alt=sse", True),
+        ("https://g.example.com/v1beta/models/m:streamGenerateContent", False),
+        (
+            "https://v.example.com/v1/projects/p/publishers/anthropic/models/c:streamRawPredict",
+            True,
+        ),
+        ("https://a.example.com/v1/messages", False),
+        ("https://o.example.com/v1/responses/resp_1?stream=true", True),
+        ("https://o.example.com/v1/chat/completions", False),
+    ],
+)
+def test_a_url_alone_may_ask_for_a_stream(url: str, streams: bool) -> None:
+    """What a route declares about URLs that stream without a ``"stream": true`` body."""
+    parts = urlsplit(url)
+    method = "GET" if "/responses/" in parts.path else "POST"
+    request = Request(method, parts.hostname or "", parts.path, parts.query)
+    route = get_route(detect_route(method, url) or "generic")
+    assert route.matches(request)
+    assert route.always_streams(request) is streams
