@@ -16,22 +16,16 @@ import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-import wrapt
-
 from ._client import Client, Target, body_asks_for_stream
-from ._tee import atee, tee
+from ._tee import Proxy, atee, tee
 
-if TYPE_CHECKING:  # wrapt's stubs make ObjectProxy generic; at run time it is not
+if TYPE_CHECKING:
     from ._observer import Settings, StreamObserver, Watch
-
-    _Proxy = wrapt.ObjectProxy[Any]
-else:
-    _Proxy = wrapt.ObjectProxy
 
 __all__ = ["CLIENTS", "HttpxClient"]
 
 
-class _SyncStreamTap(_Proxy):
+class _SyncStreamTap(Proxy):
     """``response.stream`` as before, but every chunk pulled also goes to the observer."""
 
     def __init__(self, stream: Any, observer: StreamObserver) -> None:
@@ -48,7 +42,7 @@ class _SyncStreamTap(_Proxy):
             self._self_observer.finish("cancelled")
 
 
-class _AsyncStreamTap(_Proxy):
+class _AsyncStreamTap(Proxy):
     """The async twin of ``_SyncStreamTap``."""
 
     def __init__(self, stream: Any, observer: StreamObserver) -> None:

@@ -18,22 +18,16 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import wrapt
-
 from ._client import Client, Target, body_asks_for_stream
-from ._tee import tee
+from ._tee import Proxy, tee
 
-if TYPE_CHECKING:  # wrapt's stubs make ObjectProxy generic; at run time it is not
+if TYPE_CHECKING:
     from ._observer import Settings, StreamObserver, Watch
-
-    _Proxy = wrapt.ObjectProxy[Any]
-else:
-    _Proxy = wrapt.ObjectProxy
 
 __all__ = ["CLIENTS", "RequestsClient"]
 
 
-class _RawTap(_Proxy):
+class _RawTap(Proxy):
     """``response.raw`` as before, but every body read also goes to the observer."""
 
     def __init__(self, raw: Any, observer: StreamObserver, content_encoding: str | None) -> None:

@@ -2,17 +2,25 @@
 
 One sync and one async tee serve every client: the application pulls, the tee passes each chunk
 on as it goes by, and the stream ends at the chunks' end or with the exception that ended them
-(re-raised exactly as it was).
+(re-raised exactly as it was). Each client module installs them behind a ``Proxy`` (wrapt's
+transparent proxy: ``isinstance`` and every attribute the tap does not handle pass through).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+import wrapt
 
 from ..monitor import StreamError
 
-__all__ = ["Sink", "atee", "tee"]
+__all__ = ["Proxy", "Sink", "atee", "tee"]
+
+if TYPE_CHECKING:  # wrapt's stubs make ObjectProxy generic; at run time it is not
+    Proxy = wrapt.ObjectProxy[Any]
+else:
+    Proxy = wrapt.ObjectProxy
 
 
 class Sink(Protocol):
