@@ -42,7 +42,7 @@ from tests._otel import Telemetry
 from tests._server import Reply, SSEServer
 from tests.apps.stream_app import CLIENTS, stream
 
-APP = Path(__file__).resolve().parent / "apps" / "stream_app.py"
+APP = Path(__file__).resolve().parents[1] / "apps" / "stream_app.py"
 BIN = Path(sys.executable).parent
 #: A hang in a subprocess fails the test instead of blocking the suite.
 SUBPROCESS_TIMEOUT = 60
