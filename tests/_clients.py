@@ -43,6 +43,9 @@ __all__ = [
     "CLIENTS",
     "ERRORS",
     "READ",
+    "READ_TIMEOUT",
+    "STALL_TIMEOUT",
+    "STREAMING",
     "SYNC_CLIENTS",
     "UNSTREAMED",
     "App",
@@ -70,6 +73,9 @@ STREAMING = {"model": "m", "stream": True, "messages": [{"role": "user", "conten
 #: Every connect and read timeout unless a test stalls on purpose: generous, so that a loaded
 #: machine never turns a test into a timeout.
 READ_TIMEOUT = 10.0
+#: The read timeout where a server stalls on purpose: long enough that a loaded machine still
+#: delivers the bytes before the stall, short enough to keep the suite quick.
+STALL_TIMEOUT = 1.5
 #: Every URL here is http://, so TLS is never used; one shared context spares each httpx client
 #: the ~60 ms of loading the CA bundle.
 TLS = ssl.create_default_context()

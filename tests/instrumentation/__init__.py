@@ -1,1 +1,1 @@
-"""Tests of ``otelsse.instrumentation``: the five clients through the harness in ``tests/_clients.py``."""
+"""Tests of ``otelsse.instrumentation``, driving the clients through ``tests/_clients.py``."""
