@@ -4,8 +4,7 @@ Every HTTP test starts ``SSEServer`` (tests/_server.py: raw sockets, one thread 
 and reads a recorded or synthetic fixture body through httpx, httpx2 or requests (sync, and httpx
 and httpx2 async: the harness in tests/_clients.py), exactly as an application would. The server
 writes the body in pieces of a few hundred bytes (Nagle off) so the client sees several network
-reads, and it can misbehave on purpose: close the connection in
-the middle of the body, or stall.
+reads, and it can misbehave on purpose: close the connection in the middle of the body, or stall.
 
 Expected values are computed here from the fixture bytes with a small SSE/JSON reading of our
 own, independent of otelsse, and cross-checked against literal values.
