@@ -115,8 +115,8 @@ def _until_empty(read: Callable[[], bytes]) -> Iterator[bytes]:
         yield chunk
 
 
-async def _once(read: Awaitable[Any]) -> AsyncIterator[Any]:
-    yield await read
+async def _once(read: Callable[[], Awaitable[Any]]) -> AsyncIterator[Any]:
+    yield await read()
 
 
 #: Style name -> (response, size) -> what the application iterates (async styles: ``async for``).
@@ -132,7 +132,7 @@ _READS: dict[str, Callable[[Any, int | None], Any]] = {
     "aiter_text": lambda r, n: r.aiter_text(n),
     "aiter_lines": lambda r, n: r.aiter_lines(),
     "aiter_raw": lambda r, n: r.aiter_raw(n),
-    "aread": lambda r, n: _once(r.aread()),
+    "aread": lambda r, n: _once(r.aread),
     # requests (``stream=True``); it leaves ``raw.decode_content`` False, so ``raw.*`` read the
     # coded bytes
     "iter_content": lambda r, n: r.iter_content(chunk_size=n),
