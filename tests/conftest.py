@@ -1,4 +1,10 @@
-"""Shared fixtures. ``otel``: otelsse instrumented against a real in-memory OpenTelemetry SDK."""
+"""Shared fixtures.
+
+``otel``: otelsse instrumented against a real in-memory OpenTelemetry SDK. ``server``: a running
+``SSEServer``. ``client`` (each of the five clients), ``sync_client`` (one per library),
+``async_client`` (the two async ones) and ``client_style`` (every client with every one of its
+read styles): the client harness of ``tests/_clients.py``.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from ._clients import ASYNC_CLIENTS, CLIENTS, SYNC_CLIENTS, Client, Style
 from ._otel import Telemetry
+from ._server import SSEServer
 
 
 @pytest.fixture
@@ -16,3 +24,36 @@ def otel() -> Iterator[Telemetry]:
         yield telemetry
     finally:
         telemetry.uninstall()
+
+
+@pytest.fixture
+def server() -> Iterator[SSEServer]:
+    with SSEServer() as running:
+        yield running
+
+
+@pytest.fixture(params=CLIENTS, ids=str)
+def client(request: pytest.FixtureRequest) -> Client:
+    """Each client: httpx and httpx2, sync and async, and requests."""
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture(params=SYNC_CLIENTS, ids=str)
+def sync_client(request: pytest.FixtureRequest) -> Client:
+    """Each library's sync client: httpx, httpx2, requests."""
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture(params=ASYNC_CLIENTS, ids=str)
+def async_client(request: pytest.FixtureRequest) -> Client:
+    """Each async client: httpx and httpx2."""
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture(
+    params=[(client, style) for client in CLIENTS for style in client.styles],
+    ids=lambda pair: f"{pair[0]}-{pair[1]}",
+)
+def client_style(request: pytest.FixtureRequest) -> tuple[Client, Style]:
+    """Each client with each of its read styles."""
+    return request.param  # type: ignore[no-any-return]

@@ -1,10 +1,10 @@
 """The enforcing reader against real HTTP servers on 127.0.0.1.
 
 Every HTTP test starts ``SSEServer`` (tests/_server.py: raw sockets, one thread per connection)
-and reads a recorded or synthetic fixture body through httpx, httpx2 or requests, exactly as an
-application would. The server writes the body in pieces of a few hundred bytes (Nagle off) so
-the client sees several network reads, and it can misbehave on purpose: close the connection in
-the middle of the body, or stall.
+and reads a recorded or synthetic fixture body through httpx, httpx2 or requests (sync, and httpx
+and httpx2 async: the harness in tests/_clients.py), exactly as an application would. The server
+writes the body in pieces of a few hundred bytes (Nagle off) so the client sees several network
+reads, and it can misbehave on purpose: close the connection in the middle of the body, or stall.
 
 Expected values are computed here from the fixture bytes with a small SSE/JSON reading of our
 own, independent of otelsse, and cross-checked against literal values.
@@ -13,14 +13,11 @@ own, independent of otelsse, and cross-checked against literal values.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-import httpx2
 import pytest
 import requests
 import urllib3
@@ -36,6 +33,7 @@ from otelsse.reader import (
     aread_stream,
     read_stream,
 )
+from tests._clients import STALL_TIMEOUT, STREAMING, Client, astreaming, streaming
 from tests._fixtures import FIXTURES
 from tests._server import Reply, SSEServer
 
@@ -54,22 +52,13 @@ ROUTE_PATHS = {
 
 #: Bound for waiting on a server-side event the client has already seen the effect of.
 EVENT_WAIT = 10.0
-#: The client's read timeout where the server stalls on purpose: long enough that a loaded
-#: machine still delivers the bytes before the stall, short enough to keep the suite quick.
-STALL_TIMEOUT = 1.5
 
-CLIENTS = ["httpx", "httpx2", "requests"]
-ASYNC_CLIENTS = ["httpx", "httpx2"]
-REQUEST_JSON = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
 
-#: What each client raises when the connection drops inside the body.
-# The reader reads a requests body through urllib3's ``read1`` (so it streams bodies that are
-# not chunked), so for requests the chained error is urllib3's own.
-TRANSPORT_ERRORS: dict[str, type[BaseException]] = {
-    "httpx": httpx.RemoteProtocolError,
-    "httpx2": httpx2.RemoteProtocolError,
-    "requests": urllib3.exceptions.ProtocolError,
-}
+@pytest.fixture
+def client(sync_client: Client) -> Client:
+    """Each library's sync client (httpx, httpx2, requests): the async ones have their own
+    tests below, through the ``async_client`` fixture."""
+    return sync_client
 
 
 # --------------------------------------------------------------------------------------------
@@ -269,54 +258,20 @@ def calls_of(result: StreamResult) -> list[tuple[str | None, str | None, Any]]:
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def server() -> Iterator[SSEServer]:
-    with SSEServer() as srv:
-        yield srv
-
-
 def serve(server: SSEServer, name: str, path: str | None = None, **reply: Any) -> str:
     """Serve fixture ``name`` on its route's path (or ``path``); return the URL."""
     return server.route(path or ROUTE_PATHS[route_of(name)], Reply(fixture(name), **reply))
 
 
-@contextlib.contextmanager
-def post(client: str, url: str, *, read_timeout: float = 10.0) -> Iterator[Any]:
-    """A streaming POST response from ``client``, closed on exit."""
-    if client == "requests":
-        timeout = (10.0, read_timeout)
-        with requests.post(url, json=REQUEST_JSON, stream=True, timeout=timeout) as response:
-            yield response
-        return
-    module: Any = httpx if client == "httpx" else httpx2
-    timeout_config = module.Timeout(10.0, read=read_timeout)
-    with (
-        module.Client(timeout=timeout_config) as http,
-        http.stream("POST", url, json=REQUEST_JSON) as response,
-    ):
-        yield response
-
-
-@contextlib.asynccontextmanager
-async def apost(client: str, url: str, *, read_timeout: float = 10.0) -> AsyncIterator[Any]:
-    module: Any = httpx if client == "httpx" else httpx2
-    timeout = module.Timeout(10.0, read=read_timeout)
-    async with (
-        module.AsyncClient(timeout=timeout) as http,
-        http.stream("POST", url, json=REQUEST_JSON) as response,
-    ):
-        yield response
-
-
-def read_over_http(server: SSEServer, client: str, name: str, **kwargs: Any) -> StreamResult:
+def read_over_http(server: SSEServer, client: Client, name: str, **kwargs: Any) -> StreamResult:
     url = serve(server, name)
-    with post(client, url) as response:
+    with streaming(client, url) as response:
         return read_stream(response, **kwargs)
 
 
-def fault_over_http(server: SSEServer, client: str, name: str, **kwargs: Any) -> StreamFault:
+def fault_over_http(server: SSEServer, client: Client, name: str, **kwargs: Any) -> StreamFault:
     url = serve(server, name)
-    with post(client, url) as response, pytest.raises(StreamFault) as caught:
+    with streaming(client, url) as response, pytest.raises(StreamFault) as caught:
         read_stream(response, **kwargs)
     return caught.value
 
@@ -379,10 +334,9 @@ def test_expected_values_agree_with_an_independent_reading_of_the_fixture(name: 
     assert expected(route_of(name), fixture(name)) == Expected(text, tool_calls, stop)
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize("name", list(COMPLETE))
 def test_a_complete_stream_is_released_with_its_text_and_tool_calls(
-    server: SSEServer, client: str, name: str
+    server: SSEServer, client: Client, name: str
 ) -> None:
     body, route = fixture(name), route_of(name)
     want = expected(route, body)
@@ -401,11 +355,10 @@ def test_a_complete_stream_is_released_with_its_text_and_tool_calls(
     assert result.report.bytes_received == len(body)
     assert result.report.chunk_count >= 1
     assert [(r.method, r.target) for r in server.received] == [("POST", ROUTE_PATHS[route])]
-    assert json.loads(server.received[0].body) == REQUEST_JSON
+    assert json.loads(server.received[0].body) == STREAMING
 
 
-@pytest.mark.parametrize("client", CLIENTS)
-def test_usage_and_model_come_through_in_the_report(server: SSEServer, client: str) -> None:
+def test_usage_and_model_come_through_in_the_report(server: SSEServer, client: Client) -> None:
     result = read_over_http(server, client, "anthropic-text-and-two-tool-use.sse")
     assert (result.input_tokens, result.output_tokens) == (506, 153)
     assert result.report.response_model == "claude-3-5-sonnet-20240620"
@@ -413,48 +366,44 @@ def test_usage_and_model_come_through_in_the_report(server: SSEServer, client: s
     assert result.report.tool_call_count == 2
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize("piece", [1, 5])
 def test_multibyte_text_split_across_tiny_network_writes_is_reassembled(
-    server: SSEServer, client: str, piece: int
+    server: SSEServer, client: Client, piece: int
 ) -> None:
     name = "openai-responses-reasoning-function-call-text.sse"
     url = serve(server, name, piece=piece)
-    with post(client, url) as response:
+    with streaming(client, url) as response:
         result = read_stream(response)
     assert result.text == "I’ll check the capital lookup tool for “PotatoLand.”"
     assert result.report.decode_error_count == 0
     assert result.report.outcome is Outcome.COMPLETE
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize("framing", ["chunked", "length", "close"])
 def test_every_body_framing_gives_the_same_result(
-    server: SSEServer, client: str, framing: str
+    server: SSEServer, client: Client, framing: str
 ) -> None:
     url = serve(server, "openai-chat-parallel-tool-calls.sse", framing=framing)
-    with post(client, url) as response:
+    with streaming(client, url) as response:
         result = read_stream(response)
     assert calls_of(result) == COMPLETE["openai-chat-parallel-tool-calls.sse"][1]
     assert result.report.outcome is Outcome.COMPLETE
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 def test_an_unknown_path_falls_back_to_sniffing_the_contract(
-    server: SSEServer, client: str
+    server: SSEServer, client: Client
 ) -> None:
     url = serve(server, "anthropic-text.sse", path="/proxy/stream")
-    with post(client, url) as response:
+    with streaming(client, url) as response:
         result = read_stream(response)
     assert result.report.route == ANTHROPIC
     assert result.text == "Four plus five equals nine."
 
 
-@pytest.mark.parametrize("client", CLIENTS)
-def test_an_explicit_route_wins_over_detection(server: SSEServer, client: str) -> None:
+def test_an_explicit_route_wins_over_detection(server: SSEServer, client: Client) -> None:
     # An Anthropic body on a chat-completions path: the route given by the caller is used.
     url = serve(server, "anthropic-text.sse", path=ROUTE_PATHS[CHAT])
-    with post(client, url) as response:
+    with streaming(client, url) as response:
         result = read_stream(response, ANTHROPIC)
     assert result.report.route == ANTHROPIC
     assert result.text == "Four plus five equals nine."
@@ -482,10 +431,9 @@ REFUSED = [
 ]
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize(("name", "code"), REFUSED)
 def test_a_refused_stream_raises_a_fault_with_a_stable_code_and_no_content(
-    server: SSEServer, client: str, name: str, code: str
+    server: SSEServer, client: Client, name: str, code: str
 ) -> None:
     fault = fault_over_http(server, client, name)
 
@@ -499,8 +447,7 @@ def test_a_refused_stream_raises_a_fault_with_a_stable_code_and_no_content(
     assert_no_content(fault, fixture(name), text=repr(fault))
 
 
-@pytest.mark.parametrize("client", CLIENTS)
-def test_incomplete_reports_the_stop_reason(server: SSEServer, client: str) -> None:
+def test_incomplete_reports_the_stop_reason(server: SSEServer, client: Client) -> None:
     fault = fault_over_http(server, client, "openai-responses-incomplete-max-output-tokens.sse")
     assert fault.code == "incomplete"
     assert fault.report is not None
@@ -513,9 +460,8 @@ def test_incomplete_reports_the_stop_reason(server: SSEServer, client: str) -> N
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 def test_accepting_max_tokens_still_refuses_unparseable_tool_arguments(
-    server: SSEServer, client: str
+    server: SSEServer, client: Client
 ) -> None:
     name = "anthropic-max-tokens-truncated-tool-input.sse"
     fault = fault_over_http(server, client, name, accept_stop_reasons={"max_tokens"})
@@ -527,8 +473,7 @@ def test_accepting_max_tokens_still_refuses_unparseable_tool_arguments(
     assert_no_content(fault, fixture(name))
 
 
-@pytest.mark.parametrize("client", CLIENTS)
-def test_accepting_length_releases_a_cut_off_text(server: SSEServer, client: str) -> None:
+def test_accepting_length_releases_a_cut_off_text(server: SSEServer, client: Client) -> None:
     name = "vllm-chat-finish-length.sse"
     result = read_over_http(server, client, name, accept_stop_reasons=["length"])
     want = expected(CHAT, fixture(name))
@@ -538,8 +483,9 @@ def test_accepting_length_releases_a_cut_off_text(server: SSEServer, client: str
     assert result.tool_calls == ()
 
 
-@pytest.mark.parametrize("client", CLIENTS)
-def test_a_stop_reason_outside_the_accepted_set_is_refused(server: SSEServer, client: str) -> None:
+def test_a_stop_reason_outside_the_accepted_set_is_refused(
+    server: SSEServer, client: Client
+) -> None:
     name = "anthropic-text-and-two-tool-use.sse"
     fault = fault_over_http(server, client, name, accept_stop_reasons={"end_turn"})
     assert fault.code == "unaccepted_stop"
@@ -549,9 +495,8 @@ def test_a_stop_reason_outside_the_accepted_set_is_refused(server: SSEServer, cl
     assert_no_content(fault, fixture(name))
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 def test_accepting_the_actual_stop_reason_releases_the_stream(
-    server: SSEServer, client: str
+    server: SSEServer, client: Client
 ) -> None:
     name = "anthropic-text-and-two-tool-use.sse"
     result = read_over_http(server, client, name, accept_stop_reasons={"end_turn", "tool_use"})
@@ -579,9 +524,8 @@ TIME_SCHEMA = {
 }
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 def test_arguments_that_match_an_anthropic_tools_list_are_released(
-    server: SSEServer, client: str
+    server: SSEServer, client: Client
 ) -> None:
     tools = [
         {"name": "get_weather", "description": "w", "input_schema": WEATHER_SCHEMA},
@@ -591,9 +535,8 @@ def test_arguments_that_match_an_anthropic_tools_list_are_released(
     assert calls_of(result) == COMPLETE["anthropic-text-and-two-tool-use.sse"][1]
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 def test_arguments_that_match_an_openai_tools_list_are_released(
-    server: SSEServer, client: str
+    server: SSEServer, client: Client
 ) -> None:
     tools = [
         {
@@ -605,9 +548,8 @@ def test_arguments_that_match_an_openai_tools_list_are_released(
     assert calls_of(result) == COMPLETE["openai-chat-parallel-tool-calls.sse"][1]
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 def test_a_responses_style_tools_list_and_a_plain_mapping_are_accepted(
-    server: SSEServer, client: str
+    server: SSEServer, client: Client
 ) -> None:
     name = "openai-responses-function-call.sse"
     schema = {
@@ -621,10 +563,9 @@ def test_a_responses_style_tools_list_and_a_plain_mapping_are_accepted(
     assert calls_of(read_over_http(server, client, name, tools=mapping)) == COMPLETE[name][1]
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize("style", ["anthropic", "openai", "mapping"])
 def test_arguments_that_break_the_schema_are_refused_without_quoting_them(
-    server: SSEServer, client: str, style: str
+    server: SSEServer, client: Client, style: str
 ) -> None:
     name = "anthropic-text-and-two-tool-use.sse"
     strict_time = {
@@ -658,8 +599,7 @@ def test_arguments_that_break_the_schema_are_refused_without_quoting_them(
     assert_no_content(fault, fixture(name))
 
 
-@pytest.mark.parametrize("client", CLIENTS)
-def test_a_tool_without_a_schema_is_not_checked(server: SSEServer, client: str) -> None:
+def test_a_tool_without_a_schema_is_not_checked(server: SSEServer, client: Client) -> None:
     name = "anthropic-text-and-two-tool-use.sse"
     tools = {"get_time": TIME_SCHEMA}  # no schema for get_weather: released as it is
     result = read_over_http(server, client, name, tools=tools)
@@ -697,16 +637,15 @@ BAD_RESPONSES = {
 }
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize("case", list(BAD_RESPONSES))
 @pytest.mark.parametrize("entry", ["reader", "read_stream"])
 def test_a_bad_status_or_media_type_is_refused_before_the_body(
-    server: SSEServer, client: str, case: str, entry: str
+    server: SSEServer, client: Client, case: str, entry: str
 ) -> None:
     reply = BAD_RESPONSES[case]
     url = server.route(ROUTE_PATHS[CHAT], reply)
     refuse = StreamReader if entry == "reader" else read_stream
-    with post(client, url) as response, pytest.raises(StreamFault) as caught:
+    with streaming(client, url) as response, pytest.raises(StreamFault) as caught:
         refuse(response)
     fault = caught.value
     assert fault.code == "protocol_error"
@@ -715,29 +654,27 @@ def test_a_bad_status_or_media_type_is_refused_before_the_body(
         assert secret.decode() not in str(fault)
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize(
     "content_type", ["text/event-stream; charset=utf-8", "Text/Event-Stream ;charset=UTF-8"]
 )
 def test_media_type_parameters_and_case_are_accepted(
-    server: SSEServer, client: str, content_type: str
+    server: SSEServer, client: Client, content_type: str
 ) -> None:
     url = serve(server, "openai-chat-text.sse", content_type=content_type)
-    with post(client, url) as response:
+    with streaming(client, url) as response:
         result = read_stream(response)
     assert result.text == "Four plus five is nine."
     assert result.report.route == CHAT
 
 
-@pytest.mark.parametrize("client", ASYNC_CLIENTS)
 @pytest.mark.parametrize("case", ["502-html", "429-json", "200-json"])
 def test_async_reader_refuses_a_bad_response_before_the_body(
-    server: SSEServer, client: str, case: str
+    server: SSEServer, async_client: Client, case: str
 ) -> None:
     url = server.route(ROUTE_PATHS[ANTHROPIC], BAD_RESPONSES[case])
 
     async def main() -> StreamFault:
-        async with apost(client, url) as response:
+        async with astreaming(async_client, url) as response:
             with pytest.raises(StreamFault) as caught:
                 AsyncStreamReader(response)
             return caught.value
@@ -757,13 +694,12 @@ def half(body: bytes, piece: int) -> int:
     return (len(body) // 2 // piece) * piece
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize("variant", ["between-chunks", "inside-chunk", "short-content-length"])
 @pytest.mark.parametrize(
     "name", ["openai-chat-parallel-tool-calls.sse", "anthropic-text-and-two-tool-use.sse"]
 )
 def test_a_connection_dropped_mid_body_is_truncated_and_chained_to_the_client_error(
-    server: SSEServer, client: str, variant: str, name: str
+    server: SSEServer, client: Client, variant: str, name: str
 ) -> None:
     body, piece = fixture(name), 300
     cut = half(body, piece)
@@ -775,12 +711,12 @@ def test_a_connection_dropped_mid_body_is_truncated_and_chained_to_the_client_er
         reply = {"framing": "length", "cut": cut + 100}
     url = serve(server, name, piece=piece, **reply)
 
-    with post(client, url) as response, pytest.raises(StreamFault) as caught:
+    with streaming(client, url) as response, pytest.raises(StreamFault) as caught:
         read_stream(response)
 
     fault = caught.value
     assert fault.code == "truncated"
-    assert isinstance(fault.__cause__, TRANSPORT_ERRORS[client])
+    assert isinstance(fault.__cause__, client.raises("transport").source)
     assert fault.report is not None
     assert fault.report.error == "transport"
     assert fault.report.terminal_seen is False
@@ -790,10 +726,9 @@ def test_a_connection_dropped_mid_body_is_truncated_and_chained_to_the_client_er
     assert_no_content(fault, body)
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize("at_event_boundary", [True, False])
 def test_a_connection_close_body_that_ends_early_is_a_clean_eof_but_truncated(
-    server: SSEServer, client: str, at_event_boundary: bool
+    server: SSEServer, client: Client, at_event_boundary: bool
 ) -> None:
     name = "anthropic-text-and-two-tool-use.sse"
     body = fixture(name)
@@ -801,7 +736,7 @@ def test_a_connection_close_body_that_ends_early_is_a_clean_eof_but_truncated(
     cut = boundaries[len(boundaries) // 2] if at_event_boundary else half(body, 300) + 17
     url = serve(server, name, framing="close", cut=cut)
 
-    with post(client, url) as response, pytest.raises(StreamFault) as caught:
+    with streaming(client, url) as response, pytest.raises(StreamFault) as caught:
         read_stream(response)
 
     fault = caught.value
@@ -823,9 +758,9 @@ def stall_cut(body: bytes, events: int) -> int:
     return event_boundaries(body)[events - 1]
 
 
-@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.slow  # waits out a read timeout per client
 def test_a_stalled_stream_times_out_after_the_text_it_did_deliver(
-    server: SSEServer, client: str
+    server: SSEServer, client: Client
 ) -> None:
     name = "anthropic-text-and-two-tool-use.sse"
     body = fixture(name)
@@ -834,7 +769,7 @@ def test_a_stalled_stream_times_out_after_the_text_it_did_deliver(
     deltas: list[TextDelta] = []
 
     with (
-        post(client, url, read_timeout=STALL_TIMEOUT) as response,
+        streaming(client, url, read_timeout=STALL_TIMEOUT) as response,
         pytest.raises(StreamFault) as caught,
     ):
         drain(StreamReader(response), deltas)
@@ -854,30 +789,20 @@ def test_a_stalled_stream_times_out_after_the_text_it_did_deliver(
     )
 
 
-@pytest.mark.parametrize("client", ["httpx", "httpx2"])
-def test_a_timeout_is_chained_to_the_clients_read_timeout(server: SSEServer, client: str) -> None:
+@pytest.mark.slow  # waits out a read timeout per client
+def test_a_timeout_is_chained_to_the_clients_read_timeout(
+    server: SSEServer, client: Client
+) -> None:
+    """httpx's ``ReadTimeout``; for requests urllib3's ``ReadTimeoutError`` (the reader reads a
+    requests body through urllib3): a timeout either way."""
     name = "openai-chat-text.sse"
     url = serve(server, name, cut=stall_cut(fixture(name), 3), after_cut="stall")
     with (
-        post(client, url, read_timeout=STALL_TIMEOUT) as response,
+        streaming(client, url, read_timeout=STALL_TIMEOUT) as response,
         pytest.raises(StreamFault) as caught,
     ):
         read_stream(response)
-    module: Any = httpx if client == "httpx" else httpx2
-    assert isinstance(caught.value.__cause__, module.ReadTimeout)
-    assert caught.value.code == "timeout"
-
-
-def test_a_requests_read_timeout_is_a_timeout(server: SSEServer) -> None:
-    """The reader reads a requests body through urllib3, whose ReadTimeoutError is a timeout."""
-    name = "openai-chat-text.sse"
-    url = serve(server, name, cut=stall_cut(fixture(name), 3), after_cut="stall")
-    with (
-        post("requests", url, read_timeout=STALL_TIMEOUT) as response,
-        pytest.raises(StreamFault) as caught,
-    ):
-        read_stream(response)
-    assert isinstance(caught.value.__cause__, urllib3.exceptions.ReadTimeoutError)
+    assert isinstance(caught.value.__cause__, client.raises("timeout").source)
     assert caught.value.code == "timeout"
 
 
@@ -908,13 +833,12 @@ def test_a_timeout_wrapped_in_a_connection_error_is_still_a_timeout() -> None:
 INCREMENTAL = ["anthropic-text-and-two-tool-use.sse", "openai-chat-text.sse", "gemini-text.sse"]
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize("name", INCREMENTAL)
 def test_iterating_yields_provisional_deltas_that_add_up_to_the_result(
-    server: SSEServer, client: str, name: str
+    server: SSEServer, client: Client, name: str
 ) -> None:
     url = serve(server, name, piece=64)
-    with post(client, url) as response:
+    with streaming(client, url) as response:
         reader = StreamReader(response)
         deltas = list(reader)
         result = reader.result()
@@ -928,10 +852,9 @@ def test_iterating_yields_provisional_deltas_that_add_up_to_the_result(
     assert result.report.chunk_count > 1  # the text really arrived in several reads
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize("framing", ["chunked", "close", "length"])
 def test_deltas_arrive_while_the_rest_of_the_body_is_still_held_back(
-    server: SSEServer, client: str, framing: str
+    server: SSEServer, client: Client, framing: str
 ) -> None:
     """The first delta is yielded before the server sends the rest: the reader streams.
 
@@ -942,7 +865,7 @@ def test_deltas_arrive_while_the_rest_of_the_body_is_still_held_back(
     name = "anthropic-text-and-two-tool-use.sse"
     hold = stall_cut(fixture(name), 4)  # message_start, content_block_start, ping, one delta
     url = serve(server, name, framing=framing, hold_at=hold)
-    with post(client, url, read_timeout=5.0) as response:
+    with streaming(client, url, read_timeout=5.0) as response:
         reader = StreamReader(response)
         first = next(iter(reader))  # only the test sets release, and only after this
         held = server.held.wait(EVENT_WAIT)
@@ -955,11 +878,10 @@ def test_deltas_arrive_while_the_rest_of_the_body_is_still_held_back(
     assert result.report.outcome is Outcome.COMPLETE
 
 
-@pytest.mark.parametrize("client", CLIENTS)
-def test_reasoning_deltas_are_marked_and_kept_apart(server: SSEServer, client: str) -> None:
+def test_reasoning_deltas_are_marked_and_kept_apart(server: SSEServer, client: Client) -> None:
     name = "anthropic-thinking.sse"
     url = serve(server, name)
-    with post(client, url) as response:
+    with streaming(client, url) as response:
         reader = StreamReader(response)
         deltas = list(reader)
         result = reader.result()
@@ -974,11 +896,10 @@ def test_reasoning_deltas_are_marked_and_kept_apart(server: SSEServer, client: s
     assert result.text == "The letter 'r' appears 3 times in the word \"strawberry\"."
 
 
-@pytest.mark.parametrize("client", CLIENTS)
-def test_breaking_out_early_then_result_reads_the_rest(server: SSEServer, client: str) -> None:
+def test_breaking_out_early_then_result_reads_the_rest(server: SSEServer, client: Client) -> None:
     name = "anthropic-text-and-two-tool-use.sse"
     url = serve(server, name)
-    with post(client, url) as response:
+    with streaming(client, url) as response:
         reader = StreamReader(response)
         first = None
         for delta in reader:
@@ -995,13 +916,12 @@ def test_breaking_out_early_then_result_reads_the_rest(server: SSEServer, client
     assert result.report.bytes_received == len(fixture(name))
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 def test_iterating_again_after_a_break_continues_without_losing_deltas(
-    server: SSEServer, client: str
+    server: SSEServer, client: Client
 ) -> None:
     name = "anthropic-text-and-two-tool-use.sse"
     url = serve(server, name, piece=1000)  # several text events per network read
-    with post(client, url) as response:
+    with streaming(client, url) as response:
         reader = StreamReader(response)
         seen: list[str] = []
         for delta in reader:
@@ -1013,12 +933,11 @@ def test_iterating_again_after_a_break_continues_without_losing_deltas(
     assert "".join(seen) == result.text == ANTHROPIC_TEXT
 
 
-@pytest.mark.parametrize("client", CLIENTS)
-def test_iterating_a_refused_stream_raises_at_the_end(server: SSEServer, client: str) -> None:
+def test_iterating_a_refused_stream_raises_at_the_end(server: SSEServer, client: Client) -> None:
     name = "anthropic-error-overloaded-midstream.sse"
     url = serve(server, name)
     deltas: list[TextDelta] = []
-    with post(client, url) as response:
+    with streaming(client, url) as response:
         reader = StreamReader(response)
         with pytest.raises(StreamFault) as caught:
             drain(reader, deltas)
@@ -1035,13 +954,14 @@ def test_iterating_a_refused_stream_raises_at_the_end(server: SSEServer, client:
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("client", ASYNC_CLIENTS)
 @pytest.mark.parametrize("name", list(COMPLETE))
-def test_aread_stream_releases_a_complete_stream(server: SSEServer, client: str, name: str) -> None:
+def test_aread_stream_releases_a_complete_stream(
+    server: SSEServer, async_client: Client, name: str
+) -> None:
     url = serve(server, name)
 
     async def main() -> StreamResult:
-        async with apost(client, url) as response:
+        async with astreaming(async_client, url) as response:
             return await aread_stream(response)
 
     result = asyncio.run(main())
@@ -1053,13 +973,12 @@ def test_aread_stream_releases_a_complete_stream(server: SSEServer, client: str,
     assert result.report.route == route_of(name)
 
 
-@pytest.mark.parametrize("client", ASYNC_CLIENTS)
-def test_async_for_yields_provisional_deltas(server: SSEServer, client: str) -> None:
+def test_async_for_yields_provisional_deltas(server: SSEServer, async_client: Client) -> None:
     name = "anthropic-text-and-two-tool-use.sse"
     url = serve(server, name, piece=64)
 
     async def main() -> tuple[list[TextDelta], StreamResult]:
-        async with apost(client, url) as response:
+        async with astreaming(async_client, url) as response:
             reader = AsyncStreamReader(response)
             deltas = [delta async for delta in reader]
             return deltas, await reader.result()
@@ -1070,21 +989,20 @@ def test_async_for_yields_provisional_deltas(server: SSEServer, client: str) -> 
     assert calls_of(result) == COMPLETE[name][1]
 
 
-@pytest.mark.parametrize("client", ASYNC_CLIENTS)
-def test_async_break_early_then_result(server: SSEServer, client: str) -> None:
+def test_async_break_early_then_result(server: SSEServer, async_client: Client) -> None:
     name = "openai-chat-parallel-tool-calls.sse"
     url = serve(server, "openai-chat-text.sse")
     url_tools = serve(server, name, path="/proxy/openai/v1/chat/completions")
 
     async def main() -> tuple[str, StreamResult, StreamResult]:
-        async with apost(client, url) as response:
+        async with astreaming(async_client, url) as response:
             reader = AsyncStreamReader(response)
             first = ""
             async for delta in reader:
                 first = delta.text
                 break
             text_result = await reader.result()
-        async with apost(client, url_tools) as response:
+        async with astreaming(async_client, url_tools) as response:
             tools_result = await AsyncStreamReader(response).result()
         return first, text_result, tools_result
 
@@ -1094,14 +1012,13 @@ def test_async_break_early_then_result(server: SSEServer, client: str) -> None:
     assert calls_of(tools_result) == COMPLETE[name][1]
 
 
-@pytest.mark.parametrize("client", ASYNC_CLIENTS)
 def test_async_iterating_again_after_a_break_continues_without_losing_deltas(
-    server: SSEServer, client: str
+    server: SSEServer, async_client: Client
 ) -> None:
     url = serve(server, "anthropic-text-and-two-tool-use.sse", piece=1000)
 
     async def main() -> tuple[list[str], StreamResult]:
-        async with apost(client, url) as response:
+        async with astreaming(async_client, url) as response:
             reader = AsyncStreamReader(response)
             seen: list[str] = []
             async for delta in reader:
@@ -1114,14 +1031,13 @@ def test_async_iterating_again_after_a_break_continues_without_losing_deltas(
     assert "".join(seen) == result.text == ANTHROPIC_TEXT
 
 
-@pytest.mark.parametrize("client", ASYNC_CLIENTS)
 def test_async_result_after_a_refused_iteration_raises_the_fault_again(
-    server: SSEServer, client: str
+    server: SSEServer, async_client: Client
 ) -> None:
     url = serve(server, "anthropic-error-overloaded-midstream.sse")
 
     async def main() -> tuple[StreamFault, StreamFault]:
-        async with apost(client, url) as response:
+        async with astreaming(async_client, url) as response:
             reader = AsyncStreamReader(response)
             with pytest.raises(StreamFault) as caught:
                 await adrain(reader, [])
@@ -1133,13 +1049,14 @@ def test_async_result_after_a_refused_iteration_raises_the_fault_again(
     assert caught.code == again.code == "provider_error"
 
 
-@pytest.mark.parametrize("client", ASYNC_CLIENTS)
 @pytest.mark.parametrize(("name", "code"), REFUSED[:3] + REFUSED[-2:])
-def test_async_refused_stream(server: SSEServer, client: str, name: str, code: str) -> None:
+def test_async_refused_stream(
+    server: SSEServer, async_client: Client, name: str, code: str
+) -> None:
     url = serve(server, name)
 
     async def main() -> StreamFault:
-        async with apost(client, url) as response:
+        async with astreaming(async_client, url) as response:
             with pytest.raises(StreamFault) as caught:
                 await aread_stream(response)
             return caught.value
@@ -1150,9 +1067,10 @@ def test_async_refused_stream(server: SSEServer, client: str, name: str, code: s
     assert_no_content(fault, fixture(name))
 
 
-@pytest.mark.parametrize("client", ASYNC_CLIENTS)
 @pytest.mark.parametrize("variant", ["between-chunks", "inside-chunk", "short-content-length"])
-def test_async_connection_drop_is_truncated(server: SSEServer, client: str, variant: str) -> None:
+def test_async_connection_drop_is_truncated(
+    server: SSEServer, async_client: Client, variant: str
+) -> None:
     name = "openai-chat-parallel-tool-calls.sse"
     cut = half(fixture(name), 300)
     if variant == "between-chunks":
@@ -1163,20 +1081,20 @@ def test_async_connection_drop_is_truncated(server: SSEServer, client: str, vari
         url = serve(server, name, framing="length", cut=cut + 50)
 
     async def main() -> StreamFault:
-        async with apost(client, url) as response:
+        async with astreaming(async_client, url) as response:
             with pytest.raises(StreamFault) as caught:
                 await aread_stream(response)
             return caught.value
 
     fault = asyncio.run(main())
     assert fault.code == "truncated"
-    assert isinstance(fault.__cause__, TRANSPORT_ERRORS[client])
+    assert isinstance(fault.__cause__, async_client.raises("transport").source)
     assert fault.report is not None
     assert fault.report.error == "transport"
 
 
-@pytest.mark.parametrize("client", ASYNC_CLIENTS)
-def test_async_stall_times_out(server: SSEServer, client: str) -> None:
+@pytest.mark.slow  # waits out a read timeout per client
+def test_async_stall_times_out(server: SSEServer, async_client: Client) -> None:
     name = "openai-responses-reasoning-function-call-text.sse"
     body = fixture(name)
     cut = stall_cut(body, 12)
@@ -1184,15 +1102,14 @@ def test_async_stall_times_out(server: SSEServer, client: str) -> None:
 
     async def main() -> tuple[list[TextDelta], StreamFault]:
         deltas: list[TextDelta] = []
-        async with apost(client, url, read_timeout=STALL_TIMEOUT) as response:
+        async with astreaming(async_client, url, read_timeout=STALL_TIMEOUT) as response:
             with pytest.raises(StreamFault) as caught:
                 await adrain(AsyncStreamReader(response), deltas)
             return deltas, caught.value
 
     deltas, fault = asyncio.run(main())
-    module: Any = httpx if client == "httpx" else httpx2
     assert fault.code == "timeout"
-    assert isinstance(fault.__cause__, module.ReadTimeout)
+    assert isinstance(fault.__cause__, async_client.raises("timeout").source)
     assert fault.report is not None
     assert fault.report.bytes_received == cut
     assert "".join(d.text for d in deltas) == expected(RESPONSES, body[:cut]).text

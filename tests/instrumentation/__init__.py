@@ -1,0 +1,1 @@
+"""Tests of ``otelsse.instrumentation``, driving the clients through ``tests/_clients.py``."""

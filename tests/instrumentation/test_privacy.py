@@ -6,7 +6,8 @@ request's JSON body (the prompt), its URL query string and headers (``Authorizat
 (text deltas, tool-call arguments, provider error messages, ``id:`` lines, comments, an invalid
 JSON payload, an unknown event type and field, an HTML error page). A real server on 127.0.0.1
 (tests/_server.py) serves each body on its route's path, and a real client (httpx, httpx2 sync
-and async, requests) reads it exactly as an application would, under otelsse with a real SDK.
+and async, requests: the harness in tests/_clients.py) reads it exactly as an application would,
+under otelsse with a real SDK.
 
 Then everything otelsse could have written is searched: every exported span in full (name,
 attributes, status, events, links, resource: ``ReadableSpan.to_json()``), every metric point
@@ -25,7 +26,6 @@ log capture sees DEBUG records).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import uuid
@@ -33,24 +33,21 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-import httpx2
 import pytest
-import requests
 
 from otelsse import semconv
 from otelsse.instrumentation._observer import Settings
 from otelsse.monitor import StreamMonitor
+from tests._clients import Client, Got, fetch
 from tests._otel import Telemetry
 from tests._server import Received, Reply, SSEServer
 
-#: Every client an application may read a stream with.
-CLIENTS = ["httpx", "httpx-async", "httpx2", "httpx2-async", "requests"]
-#: What each client raises when the connection drops inside the body.
-TRANSPORT_ERRORS: dict[str, type[BaseException]] = {
-    "httpx": httpx.TransportError,
-    "httpx2": httpx2.TransportError,
-    "requests": requests.RequestException,
+#: Where a failure inside otelsse is forced (otelsse internals: repoint here): (owner, method,
+#: does a span still end?).
+CONTAINMENT_POINTS: dict[str, tuple[type, str, bool]] = {
+    "monitor-feed": (StreamMonitor, "feed", True),
+    "monitor-close": (StreamMonitor, "close", True),
+    "watch": (Settings, "watch", False),
 }
 #: Loggers of the HTTP stack: they log URLs and headers at DEBUG with or without otelsse.
 HTTP_STACK_LOGGERS = (
@@ -360,15 +357,6 @@ SCENARIOS: dict[str, Scenario] = {
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
-class Exchange:
-    """What the application saw: the body bytes it read, the response headers, any error."""
-
-    body: bytes
-    headers: dict[str, str]
-    error: BaseException | None
-
-
 def request_parts(c: Canary) -> tuple[dict[str, Any], dict[str, str], str]:
     """The request's JSON body, headers and query string, each seeded with markers."""
     body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": c("prompt")}]}
@@ -384,56 +372,16 @@ def with_query(url: str, query: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}{query}"
 
 
-def lowercase(headers: Any) -> dict[str, str]:
-    return {name.lower(): value for name, value in headers.items()}
+def exchange(client: Client, url: str, body: Any, headers: dict[str, str]) -> Got:
+    """One request with markers, its body read as it arrives in the client's default style.
 
-
-def drain(chunks: Iterator[bytes], headers: Any, client: str) -> Exchange:
-    """Read ``chunks`` to the end, or to the transport error of a cut connection."""
-    received = bytearray()
-    error: BaseException | None = None
-    try:
-        for chunk in chunks:
-            received += chunk
-    except TRANSPORT_ERRORS[client] as exc:
-        error = exc
-    return Exchange(bytes(received), lowercase(headers), error)
-
-
-def read_sync(client: str, url: str, body: Any, headers: dict[str, str]) -> Exchange:
-    if client == "requests":
-        with requests.post(url, json=body, headers=headers, stream=True, timeout=10) as response:
-            return drain(response.iter_content(chunk_size=None), response.headers, client)
-    module: Any = httpx if client == "httpx" else httpx2
-    with (
-        module.Client(timeout=10) as session,
-        session.stream("POST", url, json=body, headers=headers) as response,
-    ):
-        return drain(response.iter_bytes(), response.headers, client)
-
-
-async def read_async(client: str, url: str, body: Any, headers: dict[str, str]) -> Exchange:
-    """The async twin of ``drain`` over an httpx or httpx2 ``AsyncClient``."""
-    module: Any = httpx if client == "httpx" else httpx2
-    received = bytearray()
-    error: BaseException | None = None
-    async with (
-        module.AsyncClient(timeout=10) as session,
-        session.stream("POST", url, json=body, headers=headers) as response,
-    ):
-        try:
-            async for chunk in response.aiter_bytes():
-                received += chunk
-        except TRANSPORT_ERRORS[client] as exc:
-            error = exc
-        return Exchange(bytes(received), lowercase(response.headers), error)
-
-
-def exchange(client: str, url: str, body: Any, headers: dict[str, str]) -> Exchange:
-    name, _, mode = client.partition("-")
-    if mode == "async":
-        return asyncio.run(read_async(name, url, body, headers))
-    return read_sync(name, url, body, headers)
+    Only the client's own transport error (a cut connection) may end the read.
+    """
+    seen = fetch(client, url, json=body, headers=headers)
+    assert seen.error is None or isinstance(seen.error, client.raises("transport").family), (
+        seen.error
+    )
+    return seen
 
 
 def serve(
@@ -546,10 +494,10 @@ def assert_sent(received: Received, c: Canary) -> None:
     assert received.headers["x-custom-secret"] == c.planted["request-header"]
 
 
-def assert_received(seen: Exchange, body_markers: list[str], c: Canary) -> None:
+def assert_received(seen: Got, body_markers: list[str], c: Canary) -> None:
     """The response markers really reached the application."""
     for marker in body_markers:
-        assert marker.encode() in seen.body, marker
+        assert marker.encode() in seen.data, marker
     assert c.planted["set-cookie"] in seen.headers["set-cookie"]
     assert seen.headers["x-custom-reply"] == c.planted["response-header"]
 
@@ -559,11 +507,10 @@ def assert_received(seen: Exchange, body_markers: list[str], c: Canary) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_no_marker_reaches_spans_metrics_or_logs(
     name: str,
-    client: str,
+    client: Client,
     otel: Telemetry,
     every_log: pytest.LogCaptureFixture,
     capfd: pytest.CaptureFixture[str],
@@ -592,10 +539,9 @@ def test_no_marker_reaches_spans_metrics_or_logs(
     assert not leaked, leaked
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize("header", semconv.REQUEST_ID_HEADERS)
 def test_a_request_id_is_recorded_without_non_printable_characters(
-    header: str, client: str, otel: Telemetry
+    header: str, client: Client, otel: Telemetry
 ) -> None:
     # Tab is legal inside a header value; NEL and NO-BREAK SPACE arrive as obs-text (latin-1).
     raw = "req-\t42\x85ab\xa0c"
@@ -609,19 +555,10 @@ def test_a_request_id_is_recorded_without_non_printable_characters(
     assert recorded == "req-42abc"
 
 
-#: Where a failure inside otelsse is forced: (owner, method, does a span still end?).
-CONTAINMENT_POINTS: dict[str, tuple[type, str, bool]] = {
-    "monitor-feed": (StreamMonitor, "feed", True),
-    "monitor-close": (StreamMonitor, "close", True),
-    "watch": (Settings, "watch", False),
-}
-
-
-@pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize("point", list(CONTAINMENT_POINTS))
 def test_a_contained_failure_does_not_leak_its_message(
     point: str,
-    client: str,
+    client: Client,
     otel: Telemetry,
     every_log: pytest.LogCaptureFixture,
     capfd: pytest.CaptureFixture[str],
@@ -642,7 +579,7 @@ def test_a_contained_failure_does_not_leak_its_message(
         seen = exchange(client, with_query(url, query), request_body, request_headers)
         monkeypatch.undo()
     assert seen.error is None
-    assert seen.body == body  # the application is unaffected
+    assert seen.data == body  # the application is unaffected
 
     leaked = capture(otel, every_log, capfd).leaks(c)
     assert not leaked, leaked
@@ -656,9 +593,8 @@ def test_a_contained_failure_does_not_leak_its_message(
     assert otel.active_streams() == 0
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 def test_the_search_would_see_a_marker(
-    client: str,
+    client: Client,
     otel: Telemetry,
     every_log: pytest.LogCaptureFixture,
     capfd: pytest.CaptureFixture[str],

@@ -1,9 +1,10 @@
 """Zero-code instrumentation and the instrumentor's own contract.
 
-Subprocess tests run ``opentelemetry-instrument python tests/apps/stream_app.py URL...``, the
-way a user would, against ``SSEServer`` (tests/_server.py) started here on 127.0.0.1. The app
-streams a recorded chat completion through httpx and httpx2 (sync and async) and requests and
-knows nothing about OpenTelemetry; the console exporters print every span and the final metric
+Subprocess tests run ``opentelemetry-instrument python -m tests.apps.stream_app URL...`` from the
+repository root, the way a user would, against ``SSEServer`` (tests/_server.py) started here on
+127.0.0.1. The app streams a recorded chat completion through every client of the harness
+(tests/_clients.py: httpx and httpx2, sync and async, and requests) and knows nothing about
+OpenTelemetry; the console exporters print every span and the final metric
 points as JSON on its stdout, which is parsed here. They prove that the ``otelsse`` entry point is
 picked up (one complete ``otelsse.stream`` span per stream, the parent of the contrib HTTP span),
 that ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=otelsse`` turns it off and that
@@ -30,19 +31,18 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-import httpx
-import httpx2
 import pytest
-import requests
 
 from otelsse import semconv
 from otelsse.instrumentation import EXCLUDED_URLS_ENV, SSEInstrumentor
+from tests._clients import CLIENTS, Client
 from tests._fixtures import read_fixture
 from tests._otel import Telemetry
 from tests._server import Reply, SSEServer
-from tests.apps.stream_app import CLIENTS, stream
+from tests.apps.stream_app import stream
 
-APP = Path(__file__).resolve().parent / "apps" / "stream_app.py"
+#: The repository root: the app runs as ``python -m tests.apps.stream_app`` from there.
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 #: A hang in a subprocess fails the test instead of blocking the suite.
 SUBPROCESS_TIMEOUT = 60
@@ -52,13 +52,9 @@ CHAT_PATH = "/v1/chat/completions"
 EXCLUDED_PATH = "/excluded/v1/chat/completions"
 BODIES = {CHAT_PATH: "real/openai-chat-text.sse", EXCLUDED_PATH: "real/vllm-chat-finish-length.sse"}
 
-#: Every method otelsse patches, by client.
-PATCHED: dict[str, list[tuple[type, str]]] = {
-    "httpx": [(httpx.Client, "send"), (httpx.AsyncClient, "send")],
-    "httpx2": [(httpx2.Client, "send"), (httpx2.AsyncClient, "send")],
-    "requests": [(requests.Session, "request")],
-}
-ALL_PATCHED = [target for targets in PATCHED.values() for target in targets]
+#: Every method otelsse patches, and those of requests (the ``clients`` option's test).
+ALL_PATCHED = [client.patched for client in CLIENTS]
+REQUESTS_PATCHED = [client.patched for client in CLIENTS if client.library == "requests"]
 
 
 @pytest.fixture
@@ -87,7 +83,8 @@ def run_instrumented(urls: list[str], **env: str) -> tuple[list[dict[str, Any]],
         **env,
     )
     completed = subprocess.run(
-        [str(BIN / "opentelemetry-instrument"), "python", str(APP), *urls],
+        [str(BIN / "opentelemetry-instrument"), "python", "-m", "tests.apps.stream_app", *urls],
+        cwd=ROOT,
         env=environment,
         capture_output=True,
         text=True,
@@ -145,12 +142,14 @@ def assert_unaffected(result: dict[str, Any], server: SSEServer, paths: list[str
     """Every client received the whole body of every path, byte for byte."""
     assert result == {
         server.url(path): dict.fromkeys(
-            CLIENTS, hashlib.sha256(read_fixture(BODIES[path])).hexdigest()
+            (client.id for client in CLIENTS),
+            hashlib.sha256(read_fixture(BODIES[path])).hexdigest(),
         )
         for path in paths
     }
 
 
+@pytest.mark.slow  # a subprocess under opentelemetry-instrument
 def test_opentelemetry_instrument_picks_up_otelsse(server: SSEServer) -> None:
     documents, result = run_instrumented([server.url(CHAT_PATH)])
     assert_unaffected(result, server, [CHAT_PATH])
@@ -175,6 +174,7 @@ def test_opentelemetry_instrument_picks_up_otelsse(server: SSEServer) -> None:
     }
 
 
+@pytest.mark.slow  # a subprocess under opentelemetry-instrument
 @pytest.mark.parametrize(
     "env",
     [
@@ -193,6 +193,7 @@ def test_opentelemetry_instrument_without_otelsse_spans(
     assert len(http_client_spans(documents)) == len(CLIENTS)
 
 
+@pytest.mark.slow  # a subprocess under opentelemetry-instrument
 def test_an_excluded_url_leaves_other_urls_observed(server: SSEServer) -> None:
     paths = [EXCLUDED_PATH, CHAT_PATH]
     documents, result = run_instrumented(
@@ -245,9 +246,8 @@ def test_uninstrument_restores_the_original_functions() -> None:
         assert function is originals[target]
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 def test_instrumenting_twice_observes_each_stream_once(
-    server: SSEServer, otel: Telemetry, client: str
+    server: SSEServer, otel: Telemetry, client: Client
 ) -> None:
     patched = current(ALL_PATCHED)
     second = Telemetry()
@@ -264,18 +264,17 @@ def test_instrumenting_twice_observes_each_stream_once(
     assert otel.nonzero_outcomes() == {"complete": 1}
 
 
-@pytest.mark.parametrize("client", CLIENTS)
-def test_the_clients_option_patches_only_those_clients(server: SSEServer, client: str) -> None:
+def test_the_clients_option_patches_only_those_clients(server: SSEServer, client: Client) -> None:
     originals = current(ALL_PATCHED)
     with instrumented(clients=["requests"]) as otel:
         now = current(ALL_PATCHED)
         for target in ALL_PATCHED:
-            if target in PATCHED["requests"]:
+            if target in REQUESTS_PATCHED:
                 assert now[target].__wrapped__ is originals[target]
             else:
                 assert now[target] is originals[target]
         stream(client, server.url(CHAT_PATH))
-        assert len(otel.spans()) == (1 if client == "requests" else 0)
+        assert len(otel.spans()) == (1 if client.library == "requests" else 0)
 
 
 def test_an_unknown_client_is_refused_and_nothing_is_patched() -> None:
@@ -290,7 +289,6 @@ def test_an_unknown_client_is_refused_and_nothing_is_patched() -> None:
         telemetry.uninstall()
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize(
     ("options", "env"),
     [
@@ -303,7 +301,7 @@ def test_an_unknown_client_is_refused_and_nothing_is_patched() -> None:
 def test_excluded_urls_are_not_observed(
     server: SSEServer,
     monkeypatch: pytest.MonkeyPatch,
-    client: str,
+    client: Client,
     options: dict[str, Any],
     env: dict[str, str],
 ) -> None:

@@ -68,7 +68,6 @@ import anthropic
 import httpx
 import openai
 import pytest
-import requests
 from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor, HTTPXClientInstrumentor
 from opentelemetry.instrumentation.requests import RequestsInstrumentor
 from opentelemetry.instrumentation.utils import (
@@ -81,6 +80,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import otelsse
 from otelsse import semconv
 from otelsse.instrumentation import SSEInstrumentor
+from tests._clients import Client, Session, Style
 from tests._fixtures import EXPECTED, read_fixture
 from tests._otel import Telemetry
 from tests._server import Reply, SSEServer
@@ -247,24 +247,19 @@ def _join_litellm_threads() -> Iterator[None]:
         executor.shutdown(wait=True)
 
 
-class RequestsClient:
-    """An application posting to the chat route with requests and reading ``iter_lines()``."""
-
-    def __init__(self, root: str, is_async: bool) -> None:
-        assert not is_async, "requests has no async client"
-        self.url = root + CHAT_PATH
-        self.session = requests.Session()
-
-    def __enter__(self) -> RequestsClient:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.session.close()
+@contextlib.contextmanager
+def requests_app(root: str, is_async: bool) -> Iterator[Any]:
+    """An application posting to the chat route with requests (a session of the harness) and
+    reading ``iter_lines()``; ``stream()`` opens one response."""
+    assert not is_async, "requests has no async client"
 
     @contextlib.contextmanager
-    def stream(self) -> Iterator[Iterator[bytes]]:
-        with self.session.post(self.url, json=STREAM_BODY, stream=True, timeout=TIMEOUT) as r:
-            yield r.iter_lines()
+    def stream() -> Iterator[Iterator[bytes]]:
+        with http.stream(root + CHAT_PATH, json=STREAM_BODY) as response:
+            yield http.chunks(response, Style("iter_lines"))
+
+    with Session(Client("requests")) as http:
+        yield SimpleNamespace(stream=stream)
 
 
 def model_dump(item: Any) -> Any:
@@ -335,21 +330,25 @@ SDK_CASES = [
 ]  # fmt: skip
 TERMINAL_CASES = [case for case in SDK_CASES if case.terminal is not None]
 
-#: The HTTP clients of the coexistence tests: (case, the contrib instrumentor for its library).
+
+def params(cases: list[Case]) -> list[Any]:
+    """``cases`` as parameters; LiteLLM's are slow (its import alone takes seconds)."""
+    return [
+        pytest.param(case, id=case.id, marks=pytest.mark.slow if "litellm" in case.id else ())
+        for case in cases
+    ]
+
+
+#: The coexistence tests' application for each client library (the harness's ``client`` fixture
+#: picks the library and the dialect), and the contrib instrumentor for that library.
 TRANSPORTS: dict[str, tuple[Case, Any]] = {
     "httpx2": (OPENAI_CHAT_TOOLS, HTTPX2ClientInstrumentor),
     "httpx": (replace(OPENAI_CHAT_TOOLS, client=openai_over_httpx), HTTPXClientInstrumentor),
     "requests": (
-        Case("requests", CHAT_PATH, CHAT_TOOLS, RequestsClient, RequestsClient.stream, bytes),
+        Case("requests", CHAT_PATH, CHAT_TOOLS, requests_app, lambda app: app.stream(), bytes),
         RequestsInstrumentor,
     ),
 }
-TRANSPORT_PARAMS = [
-    pytest.param(name, is_async, id=f"{name}-{'async' if is_async else 'sync'}")
-    for name in TRANSPORTS
-    for is_async in ((False,) if name == "requests" else (False, True))
-]
-
 SYNC_ASYNC = pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
 
 
@@ -414,7 +413,9 @@ async def _arun(
 def served(case: Case, body: bytes | None = None, **reply: Any) -> Iterator[SSEServer]:
     """A server answering ``case``'s path with ``body`` (default: the case's fixture)."""
     with SSEServer() as server:
-        server.route(case.path, Reply(read_fixture(case.fixture) if body is None else body, **reply))
+        server.route(
+            case.path, Reply(read_fixture(case.fixture) if body is None else body, **reply)
+        )
         yield server
 
 
@@ -533,7 +534,7 @@ def assert_recorded(
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("case", SDK_CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", params(SDK_CASES))
 @SYNC_ASYNC
 def test_sdk_stream_read_to_the_end(case: Case, is_async: bool) -> None:
     expected = EXPECTED[case.fixture]
@@ -545,7 +546,7 @@ def test_sdk_stream_read_to_the_end(case: Case, is_async: bool) -> None:
         assert_recorded(both.telemetry, case, expected.outcome, expected.stop_reason)
 
 
-@pytest.mark.parametrize("case", SDK_CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", params(SDK_CASES))
 @SYNC_ASYNC
 def test_sdk_stream_closed_early_is_cancelled(case: Case, is_async: bool) -> None:
     # The server holds the rest of the body, so the terminal cannot have arrived at the close.
@@ -559,7 +560,7 @@ def test_sdk_stream_closed_early_is_cancelled(case: Case, is_async: bool) -> Non
         assert span.attributes[semconv.BYTES_RECEIVED] <= hold_at
 
 
-@pytest.mark.parametrize("case", TERMINAL_CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", params(TERMINAL_CASES))
 @SYNC_ASYNC
 def test_sdk_stream_closed_after_its_terminal_is_complete(case: Case, is_async: bool) -> None:
     expected = EXPECTED[case.fixture]
@@ -575,7 +576,7 @@ def test_sdk_stream_closed_after_its_terminal_is_complete(case: Case, is_async: 
         assert_recorded(both.telemetry, case, "complete", expected.stop_reason)
 
 
-@pytest.mark.parametrize("case", SDK_CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", params(SDK_CASES))
 @SYNC_ASYNC
 def test_sdk_stream_cut_mid_event_raises_the_same_and_is_truncated(
     case: Case, is_async: bool
@@ -615,12 +616,12 @@ def http_spans(telemetry: Telemetry) -> list[ReadableSpan]:
     return [s for s in telemetry.spans(None) if s.name != semconv.SPAN_NAME]
 
 
-@pytest.mark.parametrize(("transport", "is_async"), TRANSPORT_PARAMS)
 @pytest.mark.parametrize("contrib_first", [True, False], ids=["contrib-first", "otelsse-first"])
 def test_contrib_http_span_is_a_child_of_the_stream_span(
-    transport: str, is_async: bool, contrib_first: bool
+    client: Client, contrib_first: bool
 ) -> None:
-    case, contrib = TRANSPORTS[transport]
+    case, contrib = TRANSPORTS[client.library]
+    is_async = client.is_async
     with served(case) as server:
         root = server.url("")
         plain = run(case, root, is_async)
@@ -655,7 +656,7 @@ def test_contrib_http_span_is_a_child_of_the_stream_span(
 LITELLM_CASES = [c for c in SDK_CASES if c.id.startswith("litellm-")]
 
 
-@pytest.mark.parametrize("case", LITELLM_CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", params(LITELLM_CASES))
 @SYNC_ASYNC
 def test_litellm_beside_the_contrib_httpx_instrumentation(case: Case, is_async: bool) -> None:
     """LiteLLM's sync calls send through ``httpx.HTTPTransport``, which the contrib one wraps;
@@ -683,11 +684,11 @@ def test_litellm_beside_the_contrib_httpx_instrumentation(case: Case, is_async: 
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("transport", "is_async"), TRANSPORT_PARAMS)
 def test_suppressed_instrumentation_makes_no_span_and_no_point(
-    transport: str, is_async: bool
+    client: Client,
 ) -> None:
-    case, contrib = TRANSPORTS[transport]
+    case, contrib = TRANSPORTS[client.library]
+    is_async = client.is_async
     with served(case) as server:
         root = server.url("")
         plain = run(case, root, is_async)
@@ -704,11 +705,11 @@ def test_suppressed_instrumentation_makes_no_span_and_no_point(
             assert_recorded(telemetry, case, "complete", "tool_calls")
 
 
-@pytest.mark.parametrize(("transport", "is_async"), TRANSPORT_PARAMS)
 def test_suppressed_http_instrumentation_still_observes_the_stream(
-    transport: str, is_async: bool
+    client: Client,
 ) -> None:
-    case, contrib = TRANSPORTS[transport]
+    case, contrib = TRANSPORTS[client.library]
+    is_async = client.is_async
     with served(case) as server:
         root = server.url("")
         plain = run(case, root, is_async)

@@ -1,0 +1,601 @@
+"""The one client harness: the five clients an application streams with, and how it reads.
+
+A ``Client`` is a library (httpx, httpx2 or requests) in its sync or async dialect. An
+application opens a ``Session`` (``AsyncSession``) of it, sends a POST (``send`` without ``with``,
+``stream`` with the client's own context manager, or an unstreamed ``post``) and reads the body
+in a ``Style``: a reading method and, where it takes one, a chunk size.
+
+- ``CLIENTS`` (all five), ``SYNC_CLIENTS`` (one per library), ``ASYNC_CLIENTS``; the
+  ``client``/``sync_client``/``async_client``/``client_style`` fixtures in ``conftest.py``.
+- ``Client.styles``: every read style of that client; ``default_style``: the usual one
+  (decoded bytes in network-sized pieces); ``sized_styles``: the two that take a chunk size.
+- ``ERRORS`` / ``Client.raises(kind)``: the client's own exceptions, one table.
+- ``Got``, ``read``/``aread`` (``READ``), ``fetch``: read everything and keep what the
+  application got, or the exception it caught.
+- ``App``, ``run``: one application behaviour in its sync and async dialect, run on a fresh
+  session. ``streaming``/``astreaming``: a streaming response to hand to otelsse's reader.
+- ``uninstrumented``: the reference run, with otelsse really uninstrumented.
+
+``tests/apps/stream_app.py`` imports this module as an application would use its clients, so it
+imports neither otelsse nor OpenTelemetry at module level.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import httpx
+import httpx2
+import requests
+import urllib3
+
+if TYPE_CHECKING:
+    from tests._otel import Telemetry
+
+__all__ = [
+    "ASYNC_CLIENTS",
+    "CLIENTS",
+    "ERRORS",
+    "READ",
+    "READ_TIMEOUT",
+    "STALL_TIMEOUT",
+    "STREAMING",
+    "SYNC_CLIENTS",
+    "UNSTREAMED",
+    "App",
+    "AsyncSession",
+    "Client",
+    "ClientError",
+    "Got",
+    "Session",
+    "Style",
+    "aread",
+    "astreaming",
+    "fetch",
+    "read",
+    "run",
+    "streaming",
+    "uninstrumented",
+    "wrapping_depths",
+]
+
+Library = Literal["httpx", "httpx2", "requests"]
+Kind = Literal["transport", "timeout"]
+
+#: What every application posts unless a test says otherwise: a streaming chat request.
+STREAMING = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+#: Every connect and read timeout unless a test stalls on purpose: generous, so that a loaded
+#: machine never turns a test into a timeout.
+READ_TIMEOUT = 10.0
+#: The read timeout where a server stalls on purpose: long enough that a loaded machine still
+#: delivers the bytes before the stall, short enough to keep the suite quick.
+STALL_TIMEOUT = 1.5
+#: Every URL here is http://, so TLS is never used; one shared context spares each httpx client
+#: the ~60 ms of loading the CA bundle.
+TLS = ssl.create_default_context()
+
+
+# --------------------------------------------------------------------------------------------
+# Read styles
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Style:
+    """One way an application reads a body: a method and, where it takes one, a chunk size."""
+
+    name: str
+    size: int | None = None
+
+    def __str__(self) -> str:
+        return self.name if self.size is None else f"{self.name}({self.size})"
+
+    def sized(self, size: int | None) -> Style:
+        return dataclasses.replace(self, size=size)
+
+    @property
+    def lines(self) -> bool:
+        """Hands over lines: their split is part of what the application got."""
+        return self.name in ("iter_lines", "aiter_lines")
+
+    @property
+    def raw(self) -> bool:
+        """Hands over the body before content-decoding."""
+        return self.name in _RAW
+
+
+def _until_empty(read: Callable[[], bytes]) -> Iterator[bytes]:
+    while chunk := read():
+        yield chunk
+
+
+async def _once(read: Callable[[], Awaitable[Any]]) -> AsyncIterator[Any]:
+    yield await read()
+
+
+#: Style name -> (response, size) -> what the application iterates (async styles: ``async for``).
+_READS: dict[str, Callable[[Any, int | None], Any]] = {
+    # httpx/httpx2 ``Client.stream(...)``; ``iter_lines`` is also requests' (same call)
+    "iter_bytes": lambda r, n: r.iter_bytes(n),
+    "iter_text": lambda r, n: r.iter_text(n),
+    "iter_lines": lambda r, n: r.iter_lines(),
+    "iter_raw": lambda r, n: r.iter_raw(n),
+    "read": lambda r, n: [r.read()],
+    # httpx/httpx2 ``AsyncClient.stream(...)``
+    "aiter_bytes": lambda r, n: r.aiter_bytes(n),
+    "aiter_text": lambda r, n: r.aiter_text(n),
+    "aiter_lines": lambda r, n: r.aiter_lines(),
+    "aiter_raw": lambda r, n: r.aiter_raw(n),
+    "aread": lambda r, n: _once(r.aread),
+    # requests (``stream=True``); it leaves ``raw.decode_content`` False, so ``raw.*`` read the
+    # coded bytes
+    "iter_content": lambda r, n: r.iter_content(chunk_size=n),
+    "raw.read-all": lambda r, n: [r.raw.read()],  # one call, no size
+    "raw.read": lambda r, n: _until_empty(lambda: r.raw.read(n)),
+    "raw.read1": lambda r, n: _until_empty(lambda: r.raw.read1(n)),
+    "raw.stream": lambda r, n: r.raw.stream(n),
+    "content": lambda r, n: [r.content],
+    "text": lambda r, n: [r.text],
+}
+_RAW = {"iter_raw", "aiter_raw", "raw.read-all", "raw.read", "raw.read1", "raw.stream"}
+#: ``client.post(...)`` / requests' ``stream=False``: the client reads the body itself.
+UNSTREAMED = Style("unstreamed")
+
+_STYLES: dict[tuple[str, bool], tuple[Style, ...]] = {
+    ("httpx", False): (
+        Style("iter_bytes"), Style("iter_text"), Style("iter_lines"), Style("iter_raw"),
+        Style("read"),
+    ),
+    ("httpx", True): (
+        Style("aiter_bytes"), Style("aiter_text"), Style("aiter_lines"), Style("aiter_raw"),
+        Style("aread"),
+    ),
+    ("requests", False): (
+        Style("iter_content"), Style("iter_content", 1), Style("iter_content", 512),
+        Style("iter_content", 65536), Style("iter_lines"), Style("raw.read-all"),
+        Style("raw.read", 333), Style("raw.read1"), Style("raw.stream", 1024), Style("content"),
+        Style("text"),
+    ),
+}  # fmt: skip
+#: The two styles that read pieces of a size the application chooses.
+_SIZED: dict[tuple[str, bool], tuple[str, str]] = {
+    ("httpx", False): ("iter_raw", "iter_bytes"),
+    ("httpx", True): ("aiter_raw", "aiter_bytes"),
+    ("requests", False): ("iter_content", "raw.read"),
+}
+
+
+# --------------------------------------------------------------------------------------------
+# The clients and their exceptions
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClientError:
+    """What a client raises for one kind of failure, at the three depths the tests look at."""
+
+    #: Exactly what the application catches when it reads in the client's default style.
+    raised: type[BaseException]
+    #: The library's base class for it: what an application may catch instead.
+    family: type[BaseException]
+    #: What the body's own source raises (requests wraps urllib3's), which otelsse's reader
+    #: chains as the ``__cause__`` of its fault.
+    source: type[BaseException]
+
+
+#: The client's own exception when the connection drops inside the body ("transport") or the
+#: read deadline fires ("timeout"); requests reports a read timeout as a ``ConnectionError``.
+ERRORS: dict[tuple[Library, Kind], ClientError] = {
+    ("httpx", "transport"): ClientError(
+        httpx.RemoteProtocolError, httpx.TransportError, httpx.RemoteProtocolError
+    ),
+    ("httpx", "timeout"): ClientError(httpx.ReadTimeout, httpx.TransportError, httpx.ReadTimeout),
+    ("httpx2", "transport"): ClientError(
+        httpx2.RemoteProtocolError, httpx2.TransportError, httpx2.RemoteProtocolError
+    ),
+    ("httpx2", "timeout"): ClientError(
+        httpx2.ReadTimeout, httpx2.TransportError, httpx2.ReadTimeout
+    ),
+    ("requests", "transport"): ClientError(
+        requests.exceptions.ChunkedEncodingError,
+        requests.RequestException,
+        urllib3.exceptions.ProtocolError,
+    ),
+    ("requests", "timeout"): ClientError(
+        requests.exceptions.ConnectionError,
+        requests.RequestException,
+        urllib3.exceptions.ReadTimeoutError,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Client:
+    """A client library in its sync or async dialect."""
+
+    library: Library
+    is_async: bool = False
+
+    def __post_init__(self) -> None:
+        assert not (self.is_async and self.library == "requests"), "requests has no async client"
+
+    @property
+    def id(self) -> str:
+        return f"{self.library}-async" if self.is_async else self.library
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def module(self) -> Any:
+        return {"httpx": httpx, "httpx2": httpx2, "requests": requests}[self.library]
+
+    @property
+    def _kind(self) -> tuple[str, bool]:
+        return ("requests" if self.library == "requests" else "httpx", self.is_async)
+
+    @property
+    def styles(self) -> tuple[Style, ...]:
+        """Every way an application reads this client's body (unstreamed last)."""
+        return (*_STYLES[self._kind], UNSTREAMED)
+
+    @property
+    def default_style(self) -> Style:
+        """Decoded bytes in network pieces: ``iter_bytes``, ``aiter_bytes``, ``iter_content``."""
+        return self.styles[0]
+
+    @property
+    def sized_styles(self) -> tuple[Style, Style]:
+        """The two styles that read pieces of a size the application chooses (size unset)."""
+        first, second = _SIZED[self._kind]
+        return Style(first), Style(second)
+
+    def raises(self, kind: Kind) -> ClientError:
+        return ERRORS[self.library, kind]
+
+    @property
+    def patched(self) -> tuple[type, str]:
+        """The method otelsse wraps for this client: (owner, name)."""
+        if self.library == "requests":
+            return requests.Session, "request"
+        return (self.module.AsyncClient if self.is_async else self.module.Client), "send"
+
+    def body_source(self, response: Any) -> Any:
+        """What the response reads its body from: httpx ``.stream``, requests ``.raw``."""
+        return response.raw if self.library == "requests" else response.stream
+
+
+CLIENTS = (
+    Client("httpx"),
+    Client("httpx", is_async=True),
+    Client("httpx2"),
+    Client("httpx2", is_async=True),
+    Client("requests"),
+)
+SYNC_CLIENTS = tuple(c for c in CLIENTS if not c.is_async)
+ASYNC_CLIENTS = tuple(c for c in CLIENTS if c.is_async)
+
+
+# --------------------------------------------------------------------------------------------
+# Sessions
+# --------------------------------------------------------------------------------------------
+
+
+class _Base:
+    def __init__(
+        self, client: Client, *, read_timeout: float = READ_TIMEOUT, style: Style | None = None
+    ) -> None:
+        self.client = client
+        self.read_timeout = read_timeout
+        #: What ``chunks`` reads when not told.
+        self.style = style or client.default_style
+
+    def _timeout(self) -> Any:
+        if self.client.library == "requests":
+            return (READ_TIMEOUT, self.read_timeout)
+        return self.client.module.Timeout(READ_TIMEOUT, read=self.read_timeout)
+
+    @staticmethod
+    def _request(request: dict[str, Any]) -> dict[str, Any]:
+        """``json``/``headers``/... as given; the streaming chat request when no body is."""
+        if not request.keys() & {"json", "content", "data"}:
+            request = {**request, "json": STREAMING}
+        return request
+
+    def chunks(self, response: Any, style: Style | None = None, size: int | None = None) -> Any:
+        """The body as the application iterates it (``async for`` on an async session)."""
+        style = style or self.style
+        if size is not None:
+            style = style.sized(size)
+        return _READS[style.name](response, style.size)
+
+
+class Session(_Base):
+    """A sync session: an httpx/httpx2 ``Client`` or a requests ``Session``."""
+
+    def __enter__(self) -> Session:
+        assert not self.client.is_async
+        self._exit = contextlib.ExitStack()
+        if self.client.library == "requests":
+            self.http: Any = self._exit.enter_context(requests.Session())
+        else:
+            module = self.client.module
+            self.http = self._exit.enter_context(module.Client(timeout=self._timeout(), verify=TLS))
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._exit.close()
+
+    def send(self, url: str, **request: Any) -> Any:
+        """A streaming response the application manages itself (no ``with``)."""
+        request = self._request(request)
+        if self.client.library == "requests":
+            return self.http.post(url, stream=True, timeout=self._timeout(), **request)
+        return self.http.send(self.http.build_request("POST", url, **request), stream=True)
+
+    def stream(self, url: str, **request: Any) -> contextlib.AbstractContextManager[Any]:
+        """The client's own context manager around a streaming response (requests': the
+        response itself)."""
+        if self.client.library == "requests":
+            return self.send(url, **request)  # type: ignore[no-any-return]
+        return self.http.stream("POST", url, **self._request(request))  # type: ignore[no-any-return]
+
+    def post(self, url: str, **request: Any) -> contextlib.AbstractContextManager[Any]:
+        """An unstreamed response, the body read before it returns, as a context manager:
+        requests' response is one; an httpx response has closed itself."""
+        request = self._request(request)
+        if self.client.library == "requests":
+            return self.http.post(url, stream=False, timeout=self._timeout(), **request)  # type: ignore[no-any-return]
+        return contextlib.nullcontext(self.http.post(url, **request))
+
+
+class AsyncSession(_Base):
+    """The async twin of ``Session``: an httpx/httpx2 ``AsyncClient``."""
+
+    async def __aenter__(self) -> AsyncSession:
+        assert self.client.is_async
+        self.http: Any = self.client.module.AsyncClient(timeout=self._timeout(), verify=TLS)
+        await self.http.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.http.__aexit__(None, None, None)
+
+    async def send(self, url: str, **request: Any) -> Any:
+        request = self._request(request)
+        return await self.http.send(self.http.build_request("POST", url, **request), stream=True)
+
+    def stream(self, url: str, **request: Any) -> contextlib.AbstractAsyncContextManager[Any]:
+        return self.http.stream("POST", url, **self._request(request))  # type: ignore[no-any-return]
+
+    async def post(self, url: str, **request: Any) -> Any:
+        return await self.http.post(url, **self._request(request))
+
+
+# --------------------------------------------------------------------------------------------
+# Applications: one behaviour, two dialects
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class App:
+    """One application behaviour, in its sync and its async dialect (first argument: the
+    ``Session``/``AsyncSession``)."""
+
+    sync: Callable[..., Any]
+    async_: Callable[..., Awaitable[Any]]
+
+
+def run(
+    client: Client,
+    app: App,
+    *args: Any,
+    read_timeout: float = READ_TIMEOUT,
+    style: Style | None = None,
+    **kwargs: Any,
+) -> Any:
+    """Run ``app`` on a fresh session of ``client`` (reading in ``style`` unless it says
+    otherwise); return what it returns."""
+    options = {"read_timeout": read_timeout, "style": style}
+    if client.is_async:
+
+        async def main() -> Any:
+            async with AsyncSession(client, **options) as http:
+                return await app.async_(http, *args, **kwargs)
+
+        return asyncio.run(main())
+    with Session(client, **options) as http:
+        return app.sync(http, *args, **kwargs)
+
+
+@dataclass
+class Got:
+    """What the application saw: the status and headers, what it read, what it caught."""
+
+    style: Style
+    parts: list[Any] = field(default_factory=list)
+    status: int | None = None
+    #: The response headers, names in lower case.
+    headers: dict[str, str] = field(default_factory=dict)
+    error: BaseException | None = None
+    #: (type of the response, type of its body source: httpx ``.stream``, requests ``.raw``)
+    types: tuple[type, type] | None = None
+    #: The same by ``__class__``: what ``isinstance`` sees (a transparent proxy passes on its
+    #: target's class).
+    classes: tuple[type, type] | None = None
+
+    def headers_in(self, client: Client, response: Any) -> None:
+        source = client.body_source(response)
+        self.status = response.status_code
+        self.headers = {name.lower(): value for name, value in response.headers.items()}
+        self.types = (type(response), type(source))
+        self.classes = (response.__class__, source.__class__)
+
+    @property
+    def data(self) -> Any:
+        """Everything read, joined (lines kept apart: their split is part of the result)."""
+        if self.style.lines:
+            return tuple(self.parts)
+        if self.parts and isinstance(self.parts[0], str):
+            return "".join(self.parts)
+        return b"".join(self.parts)
+
+    @property
+    def caught(self) -> tuple[type[BaseException], str] | None:
+        """The exception's type and message."""
+        return None if self.error is None else (type(self.error), str(self.error))
+
+    @property
+    def seen(self) -> tuple[Any, tuple[type[BaseException], str] | None]:
+        """The data and the exception, without network-sized piece boundaries (they vary)."""
+        return self.data, self.caught
+
+    @property
+    def exact(self) -> tuple[tuple[Any, ...], tuple[type[BaseException], str] | None]:
+        """Every piece as it was handed over, and the exception."""
+        return tuple(self.parts), self.caught
+
+
+def _nothing() -> None:
+    pass
+
+
+def read(
+    http: Session,
+    url: str,
+    style: Style | None = None,
+    *,
+    on_headers: Callable[[], None] = _nothing,
+    **request: Any,
+) -> Got:
+    """POST to ``url`` and read the whole answer in ``style`` (the session's by default).
+
+    ``on_headers`` runs once the response headers are in, before the application reads a byte.
+    Any exception the client raises is caught and kept, exactly as the application got it.
+    """
+    got = Got(style or http.style)
+    try:
+        if got.style == UNSTREAMED:
+            with http.post(url, **request) as response:
+                got.headers_in(http.client, response)
+                on_headers()
+                got.parts.append(response.content)
+            return got
+        with http.stream(url, **request) as response:
+            got.headers_in(http.client, response)
+            on_headers()
+            for part in http.chunks(response, got.style):
+                got.parts.append(part)
+    except Exception as exc:
+        got.error = exc
+    return got
+
+
+async def aread(
+    http: AsyncSession,
+    url: str,
+    style: Style | None = None,
+    *,
+    on_headers: Callable[[], None] = _nothing,
+    **request: Any,
+) -> Got:
+    """The async twin of ``read``."""
+    got = Got(style or http.style)
+    try:
+        if got.style == UNSTREAMED:
+            response = await http.post(url, **request)
+            got.headers_in(http.client, response)
+            on_headers()
+            got.parts.append(response.content)
+            return got
+        async with http.stream(url, **request) as response:
+            got.headers_in(http.client, response)
+            on_headers()
+            async for part in http.chunks(response, got.style):
+                got.parts.append(part)
+    except Exception as exc:
+        got.error = exc
+    return got
+
+
+#: Read the whole body; keep what the application got, or the exception it caught.
+READ = App(read, aread)
+
+
+def fetch(
+    client: Client,
+    url: str,
+    style: Style | None = None,
+    *,
+    read_timeout: float = READ_TIMEOUT,
+    **options: Any,
+) -> Got:
+    """``READ`` on a fresh session of ``client``: one request, read like an application.
+
+    ``options``: ``on_headers`` and the request's ``json``/``headers``/...
+    """
+    return run(client, READ, url, read_timeout=read_timeout, style=style, **options)
+
+
+@contextlib.contextmanager
+def streaming(
+    client: Client, url: str, *, read_timeout: float = READ_TIMEOUT, **request: Any
+) -> Iterator[Any]:
+    """A streaming response of a fresh sync session of ``client``, closed on exit."""
+    with (
+        Session(client, read_timeout=read_timeout) as http,
+        http.stream(url, **request) as response,
+    ):
+        yield response
+
+
+@contextlib.asynccontextmanager
+async def astreaming(
+    client: Client, url: str, *, read_timeout: float = READ_TIMEOUT, **request: Any
+) -> AsyncIterator[Any]:
+    """The async twin of ``streaming``."""
+    async with (
+        AsyncSession(client, read_timeout=read_timeout) as http,
+        http.stream(url, **request) as response,
+    ):
+        yield response
+
+
+# --------------------------------------------------------------------------------------------
+# The reference run
+# --------------------------------------------------------------------------------------------
+
+
+def wrapping_depths() -> list[int]:
+    """How many wrappers sit on each client's patched method (a wrapper has ``__wrapped__``)."""
+    depths = []
+    for owner, name in (client.patched for client in CLIENTS):
+        depth, attribute = 0, vars(owner)[name]
+        while hasattr(attribute, "__wrapped__"):
+            depth, attribute = depth + 1, attribute.__wrapped__
+        depths.append(depth)
+    return depths
+
+
+@contextlib.contextmanager
+def uninstrumented(otel: Telemetry) -> Iterator[None]:
+    """Run the block with otelsse really uninstrumented (the reference run), then instrument it
+    again against ``otel``'s providers. The block must leave no span and count no stream."""
+    import otelsse  # here, not at the top: stream_app.py imports this module as an application
+
+    streams = otel.streams_by_outcome()  # streams counted before (a Hypothesis test's examples)
+    otelsse.uninstrument()
+    # Checked before instrumenting again, which would otherwise stack a second wrapper.
+    assert wrapping_depths() == [0] * len(CLIENTS), "uninstrument() left the clients wrapped"
+    try:
+        yield
+    finally:
+        otel.install()
+    assert otel.spans() == [], "the reference run was observed: otelsse was still on"
+    assert otel.streams_by_outcome() == streams
