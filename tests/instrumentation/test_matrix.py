@@ -41,7 +41,8 @@ import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
 from otelsse import semconv
-from otelsse.monitor import Outcome, StreamMonitor, StreamReport
+from otelsse.monitor import Outcome, StreamMonitor
+from otelsse.telemetry import span_attributes
 from tests._clients import (
     READ_TIMEOUT,
     STALL_TIMEOUT,
@@ -54,13 +55,6 @@ from tests._clients import (
 from tests._fixtures import EXPECTED, fixture_names, read_fixture
 from tests._otel import Telemetry
 from tests._server import Reply, SSEServer
-
-
-def span_attributes(report: StreamReport) -> dict[str, Any]:
-    """The span attributes otelsse derives from a report (an otelsse internal: to be
-    ``otelsse.telemetry.span_attributes(report)``)."""
-    return dict(report.to_attributes())
-
 
 CHAT = "openai.chat_completions"
 RESPONSES = "openai.responses"
