@@ -42,7 +42,7 @@ def one_byte_at_a_time(body: bytes) -> list[bytes]:
 
 #: Fixtures up to this size are split (and cut) at every byte in the fast loop; larger ones
 #: at ``windowed_positions``, and at every byte only in the ``slow`` sweeps.
-FULL_SWEEP_LIMIT = 8 * 1024
+FULL_SWEEP_LIMIT = 4 * 1024
 #: Positions either side of a line end that the windowed sweep splits at.
 WINDOW = 3
 #: The windowed sweep also splits at every ``STRIDE``-th byte.

@@ -309,6 +309,7 @@ def test_run_demo_uninstruments_at_the_end(demo_run: DemoRun) -> None:
     assert not hasattr(httpx.Client.send, "__wrapped__")
 
 
+@pytest.mark.slow
 def test_run_demo_for_a_duration_summarizes_the_jobs_it_ran() -> None:
     seed = 3
     progress = io.StringIO()
@@ -327,6 +328,7 @@ def _otelsse(*argv: str) -> list[str]:
     return [sys.executable, "-m", "otelsse", *argv]
 
 
+@pytest.mark.slow
 def test_cli_demo_writes_the_summary_it_prints(tmp_path: Path) -> None:
     path = tmp_path / "summary.json"
     result = subprocess.run(

@@ -182,6 +182,7 @@ def test_truncated_through_every_client_in_both_framings(
     _assert_observed(otel, [job])
 
 
+@pytest.mark.slow
 def test_timeout_through_every_client(otel: Telemetry, provider: FakeProvider) -> None:
     # All at once: each costs the 2 s read timeout, so in turn they would cost 26 s.
     jobs = [

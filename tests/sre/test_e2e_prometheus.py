@@ -35,6 +35,9 @@ import yaml
 from ._e2e import demo_process, free_port, poll, stop, wait_for_summary
 from ._promql import EXPORTED, substitute_grafana_variables
 
+#: End-to-end runs of the demo against real servers: out of the fast loop.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 RULE_FILES = sorted((ROOT / "dashboards" / "prometheus").glob("*.rules.yaml"))
 DASHBOARDS = sorted((ROOT / "dashboards" / "grafana" / "dashboards").glob("*.json"))

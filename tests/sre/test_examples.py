@@ -198,6 +198,7 @@ def printed_spans(stdout: str) -> list[dict[str, Any]]:
     return spans
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", RUNS, ids=str)
 def test_example_runs_and_reports_the_outcome(
     runs: dict[Run, Future[subprocess.CompletedProcess[str]]], run: Run
@@ -221,6 +222,7 @@ def test_example_runs_and_reports_the_outcome(
         assert re.fullmatch(pattern, line), (pattern, line)
 
 
+@pytest.mark.slow
 def test_with_an_otlp_endpoint_the_examples_export_there_instead() -> None:
     run = next(r for r in RUNS if r.example == "enforcing_reader.py" and r.scenario is None)
     with FakeProvider(speed=4.0) as provider, grpc_receiver() as (endpoint, received):
