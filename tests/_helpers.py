@@ -36,6 +36,16 @@ def random_split(body: bytes, rng: random.Random, max_size: int = 64) -> list[by
     return chunks
 
 
+def event_ends(body: bytes) -> list[int]:
+    """Offsets just after each blank line that ends an event (CRLF or LF framing)."""
+    separator = b"\r\n\r\n" if b"\r\n\r\n" in body else b"\n\n"
+    offsets, start = [], 0
+    while (found := body.find(separator, start)) != -1:
+        start = found + len(separator)
+        offsets.append(start)
+    return offsets
+
+
 def one_byte_at_a_time(body: bytes) -> list[bytes]:
     return [body[i : i + 1] for i in range(len(body))]
 

@@ -35,6 +35,7 @@ from otelsse.reader import (
 )
 from tests._clients import STALL_TIMEOUT, STREAMING, Client, astreaming, streaming
 from tests._fixtures import FIXTURES
+from tests._helpers import event_ends
 from tests._server import Reply, SSEServer
 
 CHAT = "openai.chat_completions"
@@ -110,16 +111,6 @@ def sse_events(body: bytes) -> list[tuple[str, str]]:
 
 def payloads(body: bytes) -> list[dict[str, Any]]:
     return [json.loads(data) for _, data in sse_events(body) if data != "[DONE]"]
-
-
-def event_boundaries(body: bytes) -> list[int]:
-    """Offsets just after each blank line that ends an event."""
-    separator = b"\r\n\r\n" if b"\r\n" in body else b"\n\n"
-    offsets, start = [], 0
-    while (found := body.find(separator, start)) != -1:
-        start = found + len(separator)
-        offsets.append(start)
-    return offsets
 
 
 @dataclass(frozen=True)
@@ -732,7 +723,7 @@ def test_a_connection_close_body_that_ends_early_is_a_clean_eof_but_truncated(
 ) -> None:
     name = "anthropic-text-and-two-tool-use.sse"
     body = fixture(name)
-    boundaries = event_boundaries(body)
+    boundaries = event_ends(body)
     cut = boundaries[len(boundaries) // 2] if at_event_boundary else half(body, 300) + 17
     url = serve(server, name, framing="close", cut=cut)
 
@@ -755,7 +746,7 @@ def test_a_connection_close_body_that_ends_early_is_a_clean_eof_but_truncated(
 
 def stall_cut(body: bytes, events: int) -> int:
     """The offset after the first ``events`` events."""
-    return event_boundaries(body)[events - 1]
+    return event_ends(body)[events - 1]
 
 
 @pytest.mark.slow  # waits out a read timeout per client

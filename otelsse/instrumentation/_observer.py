@@ -1,7 +1,7 @@
 """What every client shares: which requests to watch, and one observer per watched response.
 
     a client's send wrapper ── Settings.watch(client, ...) ──> Watch   (before the request goes out)
-    headers ── Watch.observe(response) ──> StreamObserver, installed by client.tap(...)
+    headers ── Watch.observe(response, tap) ──> StreamObserver, installed by the client's tap
     body reads ── StreamObserver.feed(chunk)     (the tee, as the application reads)
     end ── StreamObserver.finish(error)  exactly once: EOF, close, error, GC
 
@@ -96,7 +96,7 @@ class Settings:
         expects_sse = route is not None and (
             stream_asked() or is_event_stream(accept()) or route.always_streams(request)
         )
-        return Watch(self, client, method, url, route, expects_sse)
+        return Watch(self, client, url, route, expects_sse)
 
 
 class Watch:
@@ -107,7 +107,6 @@ class Watch:
         "client",
         "context",
         "expects_sse",
-        "method",
         "route",
         "settings",
         "span",
@@ -120,14 +119,12 @@ class Watch:
         self,
         settings: Settings,
         client: Client,
-        method: str,
         url: URL,
         route: type[Route] | None,
         expects_sse: bool,
     ) -> None:
         self.settings = settings
         self.client = client
-        self.method = method
         self.url = url
         self.route = route
         self.expects_sse = expects_sse

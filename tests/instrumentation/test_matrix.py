@@ -53,6 +53,7 @@ from tests._clients import (
     uninstrumented,
 )
 from tests._fixtures import EXPECTED, fixture_names, read_fixture
+from tests._helpers import event_ends
 from tests._otel import Telemetry
 from tests._server import Reply, SSEServer
 
@@ -264,15 +265,6 @@ def _middle(offsets: list[int], length: int) -> int:
     return min(offsets, key=lambda offset: abs(offset - length // 2))
 
 
-def _event_starts(body: bytes) -> list[int]:
-    separator = b"\r\n\r\n" if b"\r\n\r\n" in body else b"\n\n"
-    starts, at = [], 0
-    while (found := body.find(separator, at)) != -1:
-        at = found + len(separator)
-        starts.append(at)
-    return starts[:-1]  # the last separator ends the body
-
-
 def _cut(name: str, path: str, route: str, cut: int, **reply: Any) -> Case:
     body = read_fixture(name)
     raises = None if reply.get("framing") == "close" else "transport"
@@ -281,7 +273,7 @@ def _cut(name: str, path: str, route: str, cut: int, **reply: Any) -> Case:
 
 def mid_event() -> Case:
     body = read_fixture("real/openai-chat-text.sse")
-    cut = _middle(_event_starts(body), len(body)) + 9  # 9 bytes into an event
+    cut = _middle(event_ends(body)[:-1], len(body)) + 9  # 9 bytes into an event
     return _cut("real/openai-chat-text.sse", ROUTE_PATHS[CHAT], CHAT, cut, piece=64)
 
 

@@ -82,6 +82,7 @@ from otelsse import semconv
 from otelsse.instrumentation import SSEInstrumentor
 from tests._clients import Client, Session, Style
 from tests._fixtures import EXPECTED, read_fixture
+from tests._helpers import event_ends
 from tests._otel import Telemetry
 from tests._server import Reply, SSEServer
 
@@ -455,20 +456,10 @@ def with_and_without(
 # --------------------------------------------------------------------------------------------
 
 
-def event_boundaries(body: bytes) -> list[int]:
-    """Offsets just after each blank line that ends an event."""
-    separator = b"\r\n\r\n" if b"\r\n" in body else b"\n\n"
-    offsets, start = [], 0
-    while (found := body.find(separator, start)) != -1:
-        start = found + len(separator)
-        offsets.append(start)
-    return offsets
-
-
 def middle_boundary(case: Case) -> int:
     """An event boundary halfway through the fixture: well after the first event the SDK
     yields, well before the terminal."""
-    boundaries = event_boundaries(read_fixture(case.fixture))
+    boundaries = event_ends(read_fixture(case.fixture))
     return boundaries[len(boundaries) // 2]
 
 
