@@ -31,6 +31,7 @@ A route of your own uses only the names exported here::
 
 from __future__ import annotations
 
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from .._core.http import is_event_stream
@@ -82,13 +83,15 @@ BUILT_IN: tuple[type[Route], ...] = (
 )
 _BUILT_IN_NAMES = frozenset(route.name for route in BUILT_IN)
 
+_R = TypeVar("_R", bound=type[Route])
+
 # User routes by name, in registration order; detection tries the newest first.
 _user_routes: dict[str, type[Route]] = {}
 # Every route in detection order, rebuilt when user routes change (read on every request).
 _routes: tuple[type[Route], ...] = BUILT_IN
 
 
-def register_route(route: type[Route], *, replace: bool = False) -> type[Route]:
+def register_route(route: _R, *, replace: bool = False) -> _R:
     """Register ``route``; detection and sniffing try it before the built-in ones.
 
     Returns the class, so it also works as a class decorator.
