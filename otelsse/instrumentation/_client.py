@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import re
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -46,8 +47,9 @@ CLIENT_MODULES: dict[str, str] = {
 Target = tuple[type, str, Callable[["Settings"], Callable[..., Any]]]
 
 
-class Client:
-    """One client library's shape. Subclasses fill in every method; one instance per library.
+class Client(ABC):
+    """One client library's shape: a subclass implements every abstract method; one instance
+    per library.
 
     Attributes:
         library: the library's import name (``"httpx"``).
@@ -58,39 +60,40 @@ class Client:
     library: str
     taps_coded_body: bool
 
+    @abstractmethod
     def targets(self) -> list[Target]:
         """The methods the instrumentation wraps (the library is imported here)."""
-        raise NotImplementedError
 
     # -- a response, for the instrumentation and the reader ------------------------------------
 
+    @abstractmethod
     def status(self, response: Any) -> int:
-        raise NotImplementedError
+        """The response's HTTP status code."""
 
+    @abstractmethod
     def headers(self, response: Any) -> Mapping[str, str]:
         """The response headers, as a case-insensitive mapping."""
-        raise NotImplementedError
 
+    @abstractmethod
     def request_line(self, response: Any) -> tuple[str, str] | None:
         """The method and URL of the request ``response`` answers, when it knows them."""
-        raise NotImplementedError
 
+    @abstractmethod
     def consumed_body(self, response: Any) -> bytes | None:
         """The whole body when the library already read it (``stream=False``), else None."""
-        raise NotImplementedError
 
+    @abstractmethod
     def chunks(self, response: Any) -> Iterator[bytes]:
         """The body, content-decoded, in pieces as they arrive (the enforcing reader)."""
-        raise NotImplementedError
 
     def achunks(self, response: Any) -> AsyncIterator[bytes]:
         """The async twin of ``chunks``."""
         raise TypeError(f"{self.library} responses cannot be read asynchronously")
 
+    @abstractmethod
     def is_timeout(self, error: BaseException) -> bool:
         """Whether ``error`` (one of this library's, or of the transport under it) is its read
         deadline firing. Called only when the library is imported."""
-        raise NotImplementedError
 
 
 _STREAM_TRUE = re.compile(rb'"stream"\s*:\s*true')
