@@ -675,40 +675,39 @@ def test_litellm_beside_the_contrib_httpx_instrumentation(case: Case, is_async: 
 # --------------------------------------------------------------------------------------------
 
 
-def test_suppressed_instrumentation_makes_no_span_and_no_point(
-    client: Client,
-) -> None:
+@contextlib.contextmanager
+def beside_contrib(client: Client) -> Iterator[tuple[Case, Telemetry, Callable[[], bool]]]:
+    """The client's case served, otelsse instrumented after the contrib HTTP instrumentation;
+    yields the case, the telemetry, and "a run now gives the application the uninstrumented
+    result"."""
     case, contrib = TRANSPORTS[client.library]
-    is_async = client.is_async
     with served(case) as server:
         root = server.url("")
-        plain = run(case, root, is_async)
+        plain = run(case, root, client.is_async)
         with contrib_and_otelsse(contrib, True) as (telemetry, _):
-            with suppress_instrumentation():
-                assert run(case, root, is_async) == plain
-            assert telemetry.spans(None) == []
-            # The contrib one got no meter provider: every point here would be otelsse's. Only
-            # the error series pre-created at 0 when it was instrumented exist.
-            assert {p.metric for p in telemetry.points()} == {semconv.INSTRUMENTATION_ERRORS.name}
-            assert telemetry.instrumentation_errors() == 0
-            # Not a dead instrumentation: the same call outside the block is observed.
-            assert run(case, root, is_async) == plain
-            assert_recorded(telemetry, case, "complete", "tool_calls")
+            yield case, telemetry, lambda: run(case, root, client.is_async) == plain
 
 
-def test_suppressed_http_instrumentation_still_observes_the_stream(
-    client: Client,
-) -> None:
-    case, contrib = TRANSPORTS[client.library]
-    is_async = client.is_async
-    with served(case) as server:
-        root = server.url("")
-        plain = run(case, root, is_async)
-        with contrib_and_otelsse(contrib, True) as (telemetry, _):
-            with suppress_http_instrumentation():
-                assert run(case, root, is_async) == plain
-            assert_recorded(telemetry, case, "complete", "tool_calls")
-            assert http_spans(telemetry) == []  # the contrib one is an HTTP instrumentation
+def test_suppressed_instrumentation_makes_no_span_and_no_point(client: Client) -> None:
+    with beside_contrib(client) as (case, telemetry, runs_as_plain):
+        with suppress_instrumentation():
+            assert runs_as_plain()
+        assert telemetry.spans(None) == []
+        # The contrib one got no meter provider: every point here would be otelsse's. Only
+        # the error series pre-created at 0 when it was instrumented exist.
+        assert {p.metric for p in telemetry.points()} == {semconv.INSTRUMENTATION_ERRORS.name}
+        assert telemetry.instrumentation_errors() == 0
+        # Not a dead instrumentation: the same call outside the block is observed.
+        assert runs_as_plain()
+        assert_recorded(telemetry, case, "complete", "tool_calls")
+
+
+def test_suppressed_http_instrumentation_still_observes_the_stream(client: Client) -> None:
+    with beside_contrib(client) as (case, telemetry, runs_as_plain):
+        with suppress_http_instrumentation():
+            assert runs_as_plain()
+        assert_recorded(telemetry, case, "complete", "tool_calls")
+        assert http_spans(telemetry) == []  # the contrib one is an HTTP instrumentation
 
 
 # --------------------------------------------------------------------------------------------
