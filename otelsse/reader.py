@@ -25,7 +25,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Ma
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._core.http import stream_violation
+from ._core.http import media_type, stream_violation
 from ._exceptions import OtelSSEError
 from .instrumentation._client import Client, client_of, stream_error
 from .monitor import Limits, Outcome, StreamError, StreamMonitor, StreamReport
@@ -172,7 +172,7 @@ class _Enforcer:
         if violation == "status":
             raise StreamFault(Outcome.PROTOCOL_ERROR.value, detail=f"HTTP status {status}")
         if violation == "media_type":
-            media = (content_type or "").split(";", 1)[0].strip().lower()
+            media = media_type(content_type)
             raise StreamFault(Outcome.PROTOCOL_ERROR.value, detail=f"media type {media!r}")
         request = client.request_line(response)
         if route is None and request is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-__all__ = ["StreamViolation", "is_event_stream", "stream_violation"]
+__all__ = ["StreamViolation", "is_event_stream", "media_type", "stream_violation"]
 
 #: Why a response cannot be the stream that was asked for.
 StreamViolation = Literal["status", "media_type"]
@@ -17,11 +17,14 @@ StreamViolation = Literal["status", "media_type"]
 EVENT_STREAM = "text/event-stream"
 
 
+def media_type(content_type: str | None) -> str:
+    """The media type of a ``Content-Type`` value, lower case, without parameters."""
+    return "" if content_type is None else content_type.split(";", 1)[0].strip().lower()
+
+
 def is_event_stream(content_type: str | None) -> bool:
     """Whether a ``Content-Type`` value names ``text/event-stream`` (parameters ignored)."""
-    return (
-        content_type is not None and content_type.split(";", 1)[0].strip().lower() == EVENT_STREAM
-    )
+    return media_type(content_type) == EVENT_STREAM
 
 
 def stream_violation(status: int, content_type: str | None) -> StreamViolation | None:

@@ -175,7 +175,7 @@ def detect_route(method: str, url: str, content_type: str | None = None) -> str 
     None otherwise: not a stream otelsse knows how to read.
     """
     parts = urlsplit(url)
-    request = Request(method.upper(), (parts.hostname or "").lower(), parts.path, parts.query)
+    request = Request(method.upper(), parts.hostname or "", parts.path, parts.query)
     route = match_route(request)
     if route is not None:
         return route.name
