@@ -81,6 +81,8 @@ class StreamReport:
 
     route: str
     outcome: Outcome
+    #: The route's host profile (a named variant of its contract), None for the contract itself.
+    route_profile: str | None = None
     terminal_seen: bool = False
     stop_reason: str | None = None
     finish_reasons: tuple[str, ...] = ()
@@ -96,6 +98,10 @@ class StreamReport:
     open_accumulator_count: int = 0
     tool_call_count: int = 0
     tool_call_invalid_count: int = 0
+    #: Calls the provider ran itself (web search, code execution, MCP); not in ``tool_call_count``.
+    server_tool_call_count: int = 0
+    #: The model refused (OpenAI ``refusal``, Anthropic ``stop_reason: refusal``).
+    refusal: bool = False
     buffer_limit_stage: str | None = None
     decode_error_count: int = 0
     provider_error_code: str | None = None
