@@ -1,33 +1,97 @@
-"""The JSON decoder used once per complete event: orjson or msgspec when installed (``fast``).
+"""One reading of JSON for every event and every tool call, whichever decoder is installed.
 
-orjson is preferred, then msgspec; both reject trailing data as ``json.loads`` does, so "exactly
-one JSON value" means the same whichever is used.
+The same bytes must give the same verdict and the same released values everywhere, so the
+semantics are fixed here rather than left to a decoder: RFC 8259 as Python's ``json`` reads it,
+strictly.
+
+- Numbers are exact: an integer of any length is an ``int`` (up to Python's 4,300-digit
+  conversion limit, beyond which it is refused); ``NaN``, ``Infinity`` and numbers that overflow
+  a double are refused (RFC 8259 §6 has no such values).
+- An escaped lone surrogate (``"\\ud800"``) is accepted, as the grammar allows (§8.2).
+- Nesting deeper than ``MAX_DEPTH`` is refused, so that the verdict does not depend on how much
+  of the interpreter's stack the caller had already used.
+- Exactly one value: trailing data is refused.
+
+msgspec (the ``fast`` extra) decodes first when installed: on every text it accepts it gives
+the values ``json`` gives, and what it refuses is read again by the strict standard decoder
+(escaped lone surrogates are the only texts it refuses that the grammar allows). orjson is never
+used: it turns integers beyond 64 bits into floats.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
-__all__ = ["JSON_DECODER", "JSONDecodeError", "loads"]
+__all__ = ["JSON_DECODER", "MAX_DEPTH", "JSONDecodeError", "loads"]
+
+#: Deepest nesting of arrays and objects accepted.
+MAX_DEPTH = 256
+#: What ``loads`` raises on a text it refuses.
+JSONDecodeError: tuple[type[Exception], ...] = (ValueError, RecursionError)
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError("number out of range")
+    return value
+
+
+_strict_decode: Callable[[str], Any] = json.JSONDecoder(
+    parse_float=_finite_float, parse_constant=_refuse_constant
+).decode
+
+
+def _check_depth(text: str, value: Any) -> Any:
+    """``value``, unless it nests deeper than ``MAX_DEPTH``.
+
+    A value ``d`` levels deep takes at least ``2 * d`` characters and ``d`` brackets, so the walk
+    runs only on the rare text that could exceed the bound.
+    """
+    if len(text) <= 2 * MAX_DEPTH or text.count("[") + text.count("{") <= MAX_DEPTH:
+        return value
+    level: list[Any] = [value]
+    for _ in range(MAX_DEPTH):
+        level = [
+            child
+            for node in level
+            if isinstance(node, (list, dict))
+            for child in (node.values() if isinstance(node, dict) else node)
+        ]
+        if not level:
+            return value
+    if any(isinstance(node, (list, dict)) for node in level):
+        raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
+    return value
+
+
+def _loads_stdlib(text: str) -> Any:
+    return _check_depth(text, _strict_decode(text))
+
 
 loads: Callable[[str], Any]
-JSONDecodeError: tuple[type[Exception], ...]
 try:
-    import orjson
+    import msgspec
 
-    loads = orjson.loads
-    JSONDecodeError = (orjson.JSONDecodeError, RecursionError)
-    JSON_DECODER = "orjson"
+    _msgspec_decode = msgspec.json.Decoder().decode
+
+    def _loads_msgspec(text: str) -> Any:
+        try:
+            value = _msgspec_decode(text)
+        except (ValueError, RecursionError):  # msgspec's DecodeError is a ValueError
+            # msgspec also refuses a raw lone surrogate in a string (UnicodeEncodeError), which
+            # a tool call's joined argument fragments can hold after their own JSON decoding.
+            value = _strict_decode(text)  # raises unless the grammar allows it after all
+        return _check_depth(text, value)
+
+    loads = _loads_msgspec
+    JSON_DECODER = "msgspec"
 except ImportError:  # pragma: no cover - depends on what is installed
-    try:
-        import msgspec
-
-        loads = msgspec.json.Decoder().decode
-        JSONDecodeError = (msgspec.DecodeError, RecursionError)
-        JSON_DECODER = "msgspec"
-    except ImportError:
-        loads = json.loads
-        JSONDecodeError = (json.JSONDecodeError, RecursionError)
-        JSON_DECODER = "json"
+    loads = _loads_stdlib
+    JSON_DECODER = "json"

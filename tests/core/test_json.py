@@ -1,6 +1,7 @@
-"""orjson, msgspec and the standard library's json classify every stream the same way.
+"""msgspec and the standard library's json give the same verdicts and the same values.
 
-Each decoder is selected in a fresh interpreter by making the preferred ones unimportable.
+Each decoder is selected in a fresh interpreter by making msgspec unimportable; the two readings
+of ``otelsse._core.json`` are also compared directly on generated and hostile texts.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from otelsse._core import json as otelsse_json
 from tests._fixtures import EXPECTED, FIXTURES
 
 _PROGRAM = """
@@ -39,7 +43,7 @@ def _classify_with(blocked: tuple[str, ...]) -> dict[str, object]:
 
 @pytest.mark.parametrize(
     ("blocked", "decoder"),
-    [((), "orjson"), (("orjson",), "msgspec"), (("orjson", "msgspec"), "json")],
+    [((), "msgspec"), (("msgspec",), "json")],
 )
 def test_every_decoder_gives_the_same_outcomes(blocked: tuple[str, ...], decoder: str) -> None:
     reference = _classify_with(())
@@ -52,3 +56,81 @@ def test_every_decoder_gives_the_same_outcomes(blocked: tuple[str, ...], decoder
         assert outcomes[name] == [expected.outcome, expected.stop_reason], name
     assert outcomes["edge/chat-tool-arguments-two-values.sse"][0] == "payload_error"
     assert outcomes["edge/chat-invalid-json-event.sse"][0] == "payload_error"
+
+
+def _reading(decode: object, text: str) -> tuple[str, object]:
+    assert callable(decode)
+    try:
+        return "value", decode(text)
+    except otelsse_json.JSONDecodeError:
+        return "refused", None
+
+
+def _assert_same_reading(text: str) -> tuple[str, object]:
+    fast = _reading(otelsse_json._loads_msgspec, text)
+    stdlib = _reading(otelsse_json._loads_stdlib, text)
+    assert fast == stdlib
+    # Same type too: 1 == 1.0 == True would hide an int released as a float.
+    assert repr(fast) == repr(stdlib)
+    return fast
+
+
+def _nested(depth: int) -> list[object]:
+    value: list[object] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("123456789012345678901234567890", ("value", 123456789012345678901234567890)),
+        ("-9223372036854775809", ("value", -9223372036854775809)),
+        ('"\\ud800"', ("value", "\ud800")),  # an escaped lone surrogate: the grammar allows it
+        ('"\ud800"', ("value", "\ud800")),  # a raw one, as joined argument fragments can hold
+        ("NaN", ("refused", None)),
+        ("-Infinity", ("refused", None)),
+        ("1e400", ("refused", None)),
+        ("9" * 5000, ("refused", None)),  # past Python's integer conversion limit
+        ("[" * 256 + "]" * 256, ("value", _nested(256))),
+        ("[" * 257 + "]" * 257, ("refused", None)),
+        ('{"a":' * 300 + "1" + "}" * 300, ("refused", None)),
+        ("[" * 100_000 + "]" * 100_000, ("refused", None)),
+        ('{"a": 1} {"b": 2}', ("refused", None)),
+        ('{"a": 1, "a": 2}', ("value", {"a": 2})),
+        ("\ufeff{}", ("refused", None)),
+        ("[DONE]", ("refused", None)),
+    ],
+)
+def test_hostile_texts_read_the_same_with_every_decoder(
+    text: str, expected: tuple[str, object]
+) -> None:
+    assert _assert_same_reading(text) == expected
+
+
+_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**40), max_value=10**40)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_VALUES, st.data())
+def test_generated_and_mutated_texts_read_the_same(value: object, data: st.DataObject) -> None:
+    text = json.dumps(value, ensure_ascii=data.draw(st.booleans()))
+    assert _assert_same_reading(text)[0] == "value"
+    # A mutation: cut, splice or insert, so refusals are compared too.
+    position = data.draw(st.integers(min_value=0, max_value=len(text)))
+    insert = data.draw(
+        st.sampled_from(["", "]", "}", ",", "NaN", "\\ud800", "1e999", "\x00", " ", '"'])
+    )
+    mutated = text[:position] + insert + text[position + data.draw(st.integers(0, 3)) :]
+    _assert_same_reading(mutated)
