@@ -293,12 +293,15 @@ def monitor_runner(route: str) -> tuple[Runner, Lister]:
     return run, events
 
 
-_JSON_ATTRS = ("loads", "JSONDecodeError")
+_JSON_ATTRS = ("loads",)
 
 
 @contextlib.contextmanager
-def stdlib_json(enabled: bool, loads: Callable[[str], Any] = json.loads) -> Iterator[None]:
-    """Make every otelsse module that imported ``loads`` by name use ``loads`` (json.loads).
+def stdlib_json(
+    enabled: bool, loads: Callable[[str], Any] = otelsse_json._loads_stdlib
+) -> Iterator[None]:
+    """Make every otelsse module that imported ``loads`` by name use ``loads`` (the strict
+    standard-library reading).
 
     Module globals are looked up at call time, so patching around construction and feeding
     reaches every call site. The patched modules are found by scanning for otelsse modules
@@ -316,7 +319,6 @@ def stdlib_json(enabled: bool, loads: Callable[[str], Any] = json.loads) -> Iter
             for attr in _JSON_ATTRS:
                 saved.append((module, attr, getattr(module, attr)))
             module.loads = loads  # type: ignore[attr-defined]
-            module.JSONDecodeError = (json.JSONDecodeError, RecursionError)  # type: ignore[attr-defined]
     try:
         yield
     finally:
@@ -451,7 +453,7 @@ def _importable(module: str) -> bool:
 def make_impls(route: str) -> tuple[list[Impl], list[str]]:
     """The implementations for one route, and the peers that had to be skipped (and why)."""
     skipped: list[str] = []
-    have_orjson = otelsse_json.JSON_DECODER == "orjson"
+    have_fast_json = otelsse_json.JSON_DECODER != "json"
     otelsse_version = otelsse.__version__
     mon_run, mon_events = monitor_runner(route)
     impls = [
@@ -465,7 +467,7 @@ def make_impls(route: str) -> tuple[list[Impl], list[str]]:
             otelsse_version,
         ),
     ]
-    if have_orjson:
+    if have_fast_json:
         impls.append(Impl("otelsse StreamMonitor [json]", "monitor", mon_run, mon_events, True))
     if _importable("httpx_sse"):
         impls.append(
@@ -476,7 +478,7 @@ def make_impls(route: str) -> tuple[list[Impl], list[str]]:
                 _lister(httpx_sse_events),
             )
         )
-        if have_orjson:
+        if _importable("orjson"):
             import orjson
 
             impls.append(
@@ -618,7 +620,7 @@ def verify(case: Case, impls: list[Impl]) -> int:
 
         def counting(text: str, _c: list[int] = counted) -> Any:
             _c.append(1)
-            return json.loads(text)
+            return otelsse_json._loads_stdlib(text)
 
         with stdlib_json(impl.stdlib_json, counting):
             data = impl.events(case.chunks)
