@@ -283,16 +283,13 @@ class SSEParser:
                 values[0] = values[0][6:]
                 values[-1] = values[-1][:-2]
                 return [_new_event(SSEEvent, ("message", v, last_id, retry)) for v in values]
-            blocks = text.split("\n\n")
-            blocks.pop()  # what follows the final blank line: "" (or "\n", another blank line)
         elif line_ends == 3 and text[:7] == "event: ":
             head, found, data = text[:-2].partition("\ndata: ")
             if found:  # three LFs: the one before "data: " is the only one inside the event
                 return [_new_event(SSEEvent, (head[7:] or "message", data, last_id, retry))]
-            blocks = [text[:-2]]
-        else:
-            blocks = text.split("\n\n")
-            blocks.pop()
+        # Any other shape. Blocks are built here only, so each is a run of non-empty lines.
+        blocks = text.split("\n\n")
+        blocks.pop()  # what follows the final blank line: "" (or "\n", another blank line)
         events: list[SSEEvent] = []
         append = events.append
         for block in blocks:

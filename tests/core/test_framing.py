@@ -291,6 +291,28 @@ def test_a_blank_line_with_an_empty_data_buffer_dispatches_nothing() -> None:
     assert events_of(b"\n\n\ndata: a\n\n\n\n") == [msg("a")]
 
 
+@pytest.mark.parametrize(
+    "stream",
+    [
+        b"event: ping\n\n\n",
+        b"event: ping\r\n\r\n\r\n",
+        b"event: ping\r\r\r",
+        b"event: ping\n\n\n\n\n",
+        b"id: 1\n\n\n",
+        b": c\n\n\n",
+        b"event: ping\n\n\ndata: a\n\n",
+        b"data: a\n\nevent: ping\n\n\n",
+    ],
+)
+def test_extra_blank_lines_after_a_block_without_data_dispatch_nothing(stream: bytes) -> None:
+    """Each extra blank line is one more dispatch of an empty data buffer: nothing, never a crash.
+
+    ``event: ping`` then three LFs once crashed the framing fast path for ``event:`` blocks.
+    """
+    events = events_of(stream)
+    assert events == ([msg("a")] if b"data" in stream else [])
+
+
 def test_a_blank_line_with_an_empty_data_buffer_resets_the_event_type() -> None:
     """Dispatch with an empty data buffer sets "the data buffer and the event type buffer" to ""."""
     assert events_of(b"event: x\n\ndata: y\n\n") == [msg("y")]
