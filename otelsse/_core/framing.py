@@ -18,9 +18,11 @@ Decisions where readers of the spec have disagreed, each with a named test:
   ``id`` or ``retry`` fields dispatches nothing (but ``id``/``retry`` still take effect).
 - The last event ID persists across events until the server sets another (it is never reset).
 - An ``id`` value containing U+0000 is ignored.
-- ``retry`` is honoured only when its value is one to 18 ASCII digits (longer values overflow
-  64 bits and are ignored, as Chromium does). It takes effect when its line is processed, so
-  a ``retry`` in an event still pending is in force (``SSEParser.retry``) before dispatch.
+- A ``retry`` value of only ASCII digits is an integer in base ten whatever its size (the spec
+  sets no 64-bit cap), but one longer than 300 digits is ignored: no reconnection time is that
+  long, and the bound keeps ``int()`` cheap and far from Python's 4300-digit int-string limit,
+  where it would raise. It takes effect when its line is processed, so a ``retry`` in an event
+  still pending is in force (``SSEParser.retry``) before dispatch.
 - At EOF the pending event is discarded, never dispatched; ``discarded_event`` says so.
 """
 
@@ -39,6 +41,9 @@ __all__ = ["DEFAULT_MAX_EVENT_BYTES", "DEFAULT_MAX_LINE_BYTES", "SSEParser"]
 # which bounds HTTP headers the same way).
 DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
+
+# A longer ``retry`` value is ignored (see the module docstring).
+_RETRY_MAX_DIGITS = 300
 
 _LF = 0x0A
 _CR = 0x0D
@@ -351,7 +356,7 @@ class SSEParser:
 
 
 def _maybe_retry(value: str, current: int | None) -> int | None:
-    """The new reconnection time if ``value`` is one to 18 ASCII digits, else ``current``."""
-    if value.isdigit() and value.isascii() and len(value) <= 18:
+    """The new reconnection time if ``value`` is 1 to 300 ASCII digits, else ``current``."""
+    if len(value) <= _RETRY_MAX_DIGITS and value.isdigit() and value.isascii():
         return int(value)
     return current
