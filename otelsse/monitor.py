@@ -16,7 +16,7 @@ from typing import Literal
 
 from ._core.events import SSEEvent
 from ._core.framing import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, SSEParser
-from ._core.state import StreamState
+from ._core.state import SERVER, StreamState
 from ._exceptions import ParserClosedError
 from .routes import Route, make_adapter
 
@@ -68,6 +68,8 @@ class Limits:
     max_tool_calls: int = 1024
     #: Characters of text kept by the enforcing reader (observe mode keeps none).
     max_text_chars: int = 64 * 1024 * 1024
+    #: Distinct choices, content blocks or output items in one stream (each costs state).
+    max_parts: int = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +171,7 @@ class StreamMonitor:
             max_tool_chars=limits.max_tool_argument_chars,
             max_tool_calls=limits.max_tool_calls,
             max_text_chars=limits.max_text_chars,
+            max_parts=limits.max_parts,
         )
         self._started_at = started_at
         self._first_byte_at: float | None = None
@@ -259,12 +262,14 @@ class StreamMonitor:
         tool_calls = state.tool_calls
         invalid_tools = sum(1 for call in tool_calls if call.closed and not call.valid)
         open_tools = sum(1 for call in tool_calls if not call.closed)
-        outcome = self._classify(error, adapter, invalid_tools)
+        server_tools = sum(1 for call in tool_calls if call.kind == SERVER)
+        outcome = self._classify(error, adapter, invalid_tools + open_tools)
         start = self._started_at
         first_event = self._first_event_at
         return StreamReport(
             route=adapter.name,
             outcome=outcome,
+            route_profile=adapter.profile,
             terminal_seen=state.terminal_seen,
             stop_reason=state.stop_reason,
             finish_reasons=tuple(state.finish_reasons),
@@ -278,8 +283,10 @@ class StreamMonitor:
             pending_event_chars=parser.pending_event_chars,
             discarded_event=parser.discarded_event,
             open_accumulator_count=open_tools,
-            tool_call_count=len(tool_calls),
+            tool_call_count=len(tool_calls) - server_tools,
             tool_call_invalid_count=invalid_tools,
+            server_tool_call_count=server_tools,
+            refusal=state.refused,
             buffer_limit_stage=state.limit_stage,
             decode_error_count=parser.invalid_utf8_count,
             provider_error_code=state.error_code,
@@ -298,7 +305,7 @@ class StreamMonitor:
             anomalies=dict(state.anomalies),
         )
 
-    def _classify(self, error: StreamError | None, adapter: Route, invalid_tools: int) -> Outcome:
+    def _classify(self, error: StreamError | None, adapter: Route, unusable_tools: int) -> Outcome:
         """The one outcome, first match wins (reference/provider-contracts.md §7, DESIGN §3)."""
         state, parser = self._state, self._parser
         if state.limit_stage is not None:
@@ -309,9 +316,10 @@ class StreamMonitor:
             return Outcome.PAYLOAD_ERROR
         if state.provider_error_seen:
             return Outcome.PROVIDER_ERROR
-        # Invalid arguments under a success stop are a payload bug; under length/max_tokens
-        # they are the expected shape of a cut-off answer, reported as incomplete below.
-        if invalid_tools and state.terminal_seen and state.stop_success is not False:
+        # Invalid arguments, or a call still open, under a success stop are a payload bug (the
+        # enforcing reader refuses them too); under length/max_tokens they are the expected
+        # shape of a cut-off answer, reported as incomplete below.
+        if unusable_tools and state.terminal_seen and state.stop_success is not False:
             return Outcome.PAYLOAD_ERROR
         if parser.invalid_utf8_count:
             return Outcome.DECODE_ERROR

@@ -3,8 +3,10 @@
 A route (``otelsse.routes.Route``) turns provider envelopes into calls on ``StreamState``, the
 vocabulary every route shares:
 
+    part_open        open_part(key) for a new choice, content block or output index
     text_delta       text(key, chunk, reasoning=...)
-    item_open        open_tool(call_id, name, empty_means=...) for tool calls -> ToolCall
+    refusal          refusal(key, chunk), or refused() when no text comes with it
+    item_open        open_tool(call_id, name, empty_means=..., kind=...) -> ToolCall
     tool_args_delta  tool_args(call, fragment)
     item_close       close_tool(call, parsed=..., whole=...)
     usage            usage(input_tokens, output_tokens)
@@ -15,7 +17,9 @@ vocabulary every route shares:
     keepalive        nothing to record (the event is counted like any other)
     unknown          unknown()
 
-plus ``payload_invalid()`` and ``protocol_violation(name)`` for input the route cannot accept,
+plus ``payload_invalid()`` and ``protocol_violation(name)`` for input the route cannot accept
+(including values of the wrong JSON type: text and argument fragments must be strings, keys
+integers),
 and ``anomaly(name)`` for oddities that are counted but do not change the outcome. The monitor
 reads the state at the end of the stream to decide its outcome.
 
@@ -29,24 +33,35 @@ from typing import Any
 
 from .json import JSONDecodeError, loads
 
-__all__ = ["StreamState", "ToolCall"]
+__all__ = ["CUSTOM", "FUNCTION", "SERVER", "StreamState", "ToolCall"]
 
 # How an accumulated argument string is judged.
 _UNCHECKED = 0
 _VALID = 1
 _INVALID = 2
 
+#: A call the application is asked to run, its arguments one JSON value.
+FUNCTION = "function"
+#: A call the application is asked to run, its input free text (OpenAI ``custom_tool_call``).
+CUSTOM = "custom"
+#: A call the provider runs itself (web search, code execution, MCP): never the application's.
+SERVER = "server"
+
 
 class ToolCall:
     """Argument fragments of one tool call, keyed by the provider's own identity in the adapter."""
 
     __slots__ = (
-        "arguments", "call_id", "closed", "empty_means", "fragments", "name", "size", "verdict",
+        "arguments", "call_id", "closed", "empty_means", "fragments", "kind", "name", "size",
+        "verdict",
     )  # fmt: skip
 
-    def __init__(self, call_id: str | None, name: str | None, empty_means: Any) -> None:
+    def __init__(
+        self, call_id: str | None, name: str | None, empty_means: Any, kind: str = FUNCTION
+    ) -> None:
         self.call_id = call_id
         self.name = name
+        self.kind = kind
         self.fragments: list[str] = []
         self.size = 0
         self.closed = False
@@ -65,8 +80,10 @@ class ToolCall:
 class StreamState:
     """Everything a route has established about one stream so far (the vocabulary above).
 
-    Ceilings (``max_tool_chars`` per call, ``max_tool_calls``, ``max_text_chars`` of kept text)
-    come from the monitor's ``Limits``; breaching one sets ``limit_stage`` and parsing stops.
+    Ceilings (``max_tool_chars`` per call, ``max_tool_calls``, ``max_text_chars`` of kept text,
+    ``max_parts`` distinct choices, blocks or outputs) come from the monitor's ``Limits``;
+    breaching one sets ``limit_stage`` and parsing stops. Everything a stream adds to the state
+    is bounded by one of them.
     ``collect_text`` is False in observe mode: text is then counted by nobody and kept nowhere.
     """
 
@@ -77,14 +94,18 @@ class StreamState:
         "finish_reasons",
         "input_tokens",
         "limit_stage",
+        "max_parts",
         "max_text_chars",
         "max_tool_calls",
         "max_tool_chars",
         "output_tokens",
+        "part_count",
         "payload_error",
         "protocol_error",
         "provider_error_seen",
         "reasoning",
+        "refusals",
+        "refused",
         "response_id",
         "response_model",
         "stop_reason",
@@ -97,14 +118,25 @@ class StreamState:
     )
 
     def __init__(
-        self, *, collect_text: bool, max_tool_chars: int, max_tool_calls: int, max_text_chars: int
+        self,
+        *,
+        collect_text: bool,
+        max_tool_chars: int,
+        max_tool_calls: int,
+        max_text_chars: int,
+        max_parts: int = 1024,
     ) -> None:
         self.collect_text = collect_text
         self.max_tool_chars = max_tool_chars
         self.max_tool_calls = max_tool_calls
         self.max_text_chars = max_text_chars
+        self.max_parts = max_parts
+        self.part_count = 0
         self.texts: dict[int, list[str]] = {}
         self.reasoning: dict[int, list[str]] = {}
+        # Refusal text is kept apart: it is not the answer.
+        self.refusals: dict[int, list[str]] = {}
+        self.refused = False
         self.text_chars = 0
         self.tool_calls: list[ToolCall] = []
         self.terminal_seen = False
@@ -124,16 +156,49 @@ class StreamState:
         self.response_id: str | None = None
         self.anomalies: dict[str, int] = {}
 
-    # -- text -------------------------------------------------------------------------------
+    # -- parts and text -----------------------------------------------------------------------
 
-    def text(self, key: int, chunk: str, reasoning: bool = False) -> None:
-        if not self.collect_text:
+    def open_part(self, key: Any) -> bool:
+        """Admit a choice, content block or output index the route has not seen before.
+
+        False when it cannot be admitted: a key that is not an integer (a payload error), or
+        one part more than ``max_parts`` (a ceiling). The route then ignores what it keys.
+        """
+        if type(key) is not int:
+            self.payload_error = True
+            return False
+        self.part_count += 1
+        if self.part_count > self.max_parts:
+            self.limit_stage = self.limit_stage or "accumulator"
+            return False
+        return True
+
+    def text(self, key: int, chunk: Any, reasoning: bool = False) -> None:
+        # Judged in observe mode too, so that the monitor and the reader agree.
+        if type(chunk) is not str:
+            self.payload_error = True
             return
+        if self.collect_text:
+            self._keep(self.reasoning if reasoning else self.texts, key, chunk)
+
+    def refusal(self, key: int, chunk: Any) -> None:
+        """Refusal text: the model declined. Kept apart from the answer, never mixed into it."""
+        if type(chunk) is not str:
+            self.payload_error = True
+            return
+        self.refused = True
+        if self.collect_text:
+            self._keep(self.refusals, key, chunk)
+
+    def refused_without_text(self) -> None:
+        """The provider says the model refused (a stop reason), with no refusal text."""
+        self.refused = True
+
+    def _keep(self, store: dict[int, list[str]], key: int, chunk: str) -> None:
         self.text_chars += len(chunk)
         if self.text_chars > self.max_text_chars:
             self.limit_stage = self.limit_stage or "text"
             return
-        store = self.reasoning if reasoning else self.texts
         parts = store.get(key)
         if parts is None:
             store[key] = [chunk]
@@ -142,16 +207,32 @@ class StreamState:
 
     # -- tool calls -------------------------------------------------------------------------
 
-    def open_tool(self, call_id: str | None, name: str | None, empty_means: Any = None) -> ToolCall:
-        call = ToolCall(call_id, name, empty_means)
+    def open_tool(
+        self, call_id: Any, name: Any, empty_means: Any = None, kind: str = FUNCTION
+    ) -> ToolCall:
+        """A new call; ``kind`` is ``FUNCTION``, ``CUSTOM`` (free-text input) or ``SERVER``."""
+        if not (call_id is None or type(call_id) is str) or not (name is None or type(name) is str):
+            self.payload_error = True
+            call_id = name = None
+        call = ToolCall(call_id, name, empty_means, kind)
         if len(self.tool_calls) >= self.max_tool_calls:
             self.limit_stage = self.limit_stage or "accumulator"
             return call  # counted nowhere: parsing is over once a ceiling is hit
         self.tool_calls.append(call)
         return call
 
-    def tool_args(self, call: ToolCall, fragment: str) -> None:
-        if not fragment or call.closed:
+    def tool_args(self, call: ToolCall, fragment: Any) -> None:
+        if type(fragment) is not str:
+            self.payload_error = True
+            return
+        if not fragment:
+            return
+        if call.closed:
+            # Seed 001: bytes after a call closed are trailing data, so its arguments are not
+            # exactly one value any more, whatever the first value was.
+            call.verdict = _INVALID
+            call.arguments = None
+            self.anomaly("arguments_after_close")
             return
         call.size += len(fragment)
         if call.size > self.max_tool_chars:
@@ -161,7 +242,8 @@ class StreamState:
         call.fragments.append(fragment)
 
     def close_tool(self, call: ToolCall, parsed: Any = None, *, whole: str | None = None) -> None:
-        """Close a call and judge its arguments: exactly one JSON value.
+        """Close a call and judge its arguments: exactly one JSON value (a ``CUSTOM`` call's input
+        is text and is not judged).
 
         ``parsed`` is for providers that send arguments already as a JSON object (Gemini);
         ``whole`` is the complete argument string when no fragments were streamed.
@@ -172,8 +254,14 @@ class StreamState:
         if parsed is not None:
             call.arguments, call.verdict = parsed, _VALID
             return
+        if not (whole is None or type(whole) is str):
+            self.payload_error = True
+            whole = None
         text = "".join(call.fragments) if call.fragments else (whole or "")
         call.fragments = []
+        if call.kind == CUSTOM:
+            call.arguments, call.verdict = text, _VALID
+            return
         if not text.strip() and call.empty_means is not None:
             call.arguments, call.verdict = call.empty_means, _VALID
             return
@@ -185,7 +273,8 @@ class StreamState:
     # -- the rest of the vocabulary -----------------------------------------------------------
 
     def stop(self, reason: str, success: bool) -> None:
-        self.finish_reasons.append(reason)
+        if len(self.finish_reasons) < self.max_parts:
+            self.finish_reasons.append(reason)
         # The worst stop wins: one non-success choice makes the stream non-success.
         if self.stop_success is None or (self.stop_success and not success):
             self.stop_reason, self.stop_success = reason, success
