@@ -5,6 +5,13 @@ it (see ``_base.py``): ``openai.chat_completions``, ``openai.responses``, ``anth
 ``gemini.generate_content`` and ``generic``; ``auto`` sniffs the contract from the first events.
 This module is the registry: it keeps the detection order and answers ``detect_route``.
 
+Host profiles are named variants of a contract for servers that bend it on purpose (a gateway
+that never sends ``[DONE]``): a ``Route`` subclass that sets ``profile`` and ``hosts``. A request
+to a host with a profile that claims it is read by that profile; the
+built-in ones (``BUILT_IN_PROFILES``) cover gateways whose behaviour is documented, and
+``register_host`` adds a host of your own (``instrument(host_profiles=...)`` and
+``otelsse inspect --host-profile`` call it). The contract's own hosts keep its strict rules.
+
 A route of your own uses only the names exported here::
 
     from otelsse.routes import Request, Route, StreamState, handles, parse_object, register_route
@@ -41,12 +48,13 @@ from ._sniff import Sniffer
 from .anthropic_messages import AnthropicMessagesRoute
 from .gemini import GeminiRoute
 from .generic import GenericRoute
-from .openai_chat import OpenAIChatRoute
+from .openai_chat import OPENAI_CHAT_PROFILES, OpenAIChatRoute
 from .openai_responses import OpenAIResponsesRoute
 
 __all__ = [
     "AUTO",
     "BUILT_IN",
+    "BUILT_IN_PROFILES",
     "CHUNK",
     "AnthropicMessagesRoute",
     "GeminiRoute",
@@ -64,9 +72,11 @@ __all__ = [
     "make_adapter",
     "match_route",
     "parse_object",
+    "register_host",
     "register_route",
     "route_names",
     "routes",
+    "unregister_host",
     "unregister_route",
 ]
 
@@ -81,7 +91,9 @@ BUILT_IN: tuple[type[Route], ...] = (
     GeminiRoute,
     GenericRoute,
 )
-_BUILT_IN_NAMES = frozenset(route.name for route in BUILT_IN)
+#: The built-in host profiles (each names its hosts and its sources in its docstring).
+BUILT_IN_PROFILES: tuple[type[Route], ...] = OPENAI_CHAT_PROFILES
+_BUILT_IN_NAMES = frozenset(route.full_name() for route in (*BUILT_IN, *BUILT_IN_PROFILES))
 
 _R = TypeVar("_R", bound=type[Route])
 
@@ -89,36 +101,95 @@ _R = TypeVar("_R", bound=type[Route])
 _user_routes: dict[str, type[Route]] = {}
 # Every route in detection order, rebuilt when user routes change (read on every request).
 _routes: tuple[type[Route], ...] = BUILT_IN
+# Host profiles by full name (``route:profile``), built-in and user ones.
+_profiles: dict[str, type[Route]] = {}
+# Host, or ".domain" for its subdomains -> the profile its servers follow.
+_hosts: dict[str, type[Route]] = {}
+# The built-in host entries, restored when a user entry for the same host is removed.
+_built_in_hosts: dict[str, type[Route]] = {}
 
 
 def register_route(route: _R, *, replace: bool = False) -> _R:
     """Register ``route``; detection and sniffing try it before the built-in ones.
 
+    A class that sets ``profile`` is a host profile of the registered route named ``name``: it
+    is chosen for the requests it claims (``matches``) at one of its ``hosts``.
+
     Returns the class, so it also works as a class decorator.
 
     Raises:
         TypeError: ``route`` is not a ``Route`` subclass.
-        ValueError: its name is built in, ``"auto"``, empty, or taken and ``replace`` is False.
+        ValueError: its name is built in, ``"auto"``, empty, or taken and ``replace`` is False;
+            a profile's name has a ``":"``, or its route is not registered or not its base.
     """
     if not (isinstance(route, type) and issubclass(route, Route)):
         raise TypeError(f"register_route() takes a Route subclass, not {route!r}")
     name = getattr(route, "name", None)
     if not isinstance(name, str) or not name:
         raise ValueError(f"{route.__qualname__} declares no name")
-    if name in _BUILT_IN_NAMES or name == AUTO:
-        raise ValueError(f"route {name!r} is built in")
-    if name in _user_routes and not replace:
-        raise ValueError(f"route {name!r} is already registered")
-    _user_routes.pop(name, None)
-    _user_routes[name] = route
-    _reorder()
+    full_name = route.full_name()
+    if full_name in _BUILT_IN_NAMES or name == AUTO:
+        raise ValueError(f"route {full_name!r} is built in")
+    if full_name in _user_routes or full_name in _profiles:
+        if not replace:
+            raise ValueError(f"route {full_name!r} is already registered")
+        unregister_route(full_name)
+    if route.profile is None:
+        _user_routes[name] = route
+        _reorder()
+    else:
+        _add_profile(route)
     return route
 
 
+def _add_profile(profile: type[Route]) -> None:
+    if not profile.profile or ":" in profile.profile:
+        raise ValueError(f"profile name {profile.profile!r} must be non-empty, without ':'")
+    base = next((route for route in _routes if route.name == profile.name), None)
+    if base is None or not issubclass(profile, base):
+        raise ValueError(f"profile {profile.full_name()!r} must subclass route {profile.name!r}")
+    _profiles[profile.full_name()] = profile
+    for host in profile.hosts:
+        register_host(host, profile)
+
+
 def unregister_route(name: str) -> None:
-    """Remove a user route (no error when it is not registered)."""
-    _user_routes.pop(name, None)
-    _reorder()
+    """Remove a user route or host profile by its (full) name; no error when it is unknown."""
+    if name in _BUILT_IN_NAMES:
+        return
+    profile = _profiles.pop(name, None)
+    if profile is not None:
+        for host in [host for host, chosen in _hosts.items() if chosen is profile]:
+            unregister_host(host)
+    if _user_routes.pop(name, None) is not None:
+        _reorder()
+
+
+def register_host(host: str, profile: str | type[Route]) -> None:
+    """Read the streams of ``host`` with ``profile`` (a host profile or its full name).
+
+    ``host`` is a host name (``"llm.internal.example"``) or ``".example.com"`` for every
+    subdomain of ``example.com``. It replaces any entry for the same host, built-in ones too.
+
+    Raises:
+        KeyError: no route has that name.
+        ValueError: ``profile`` is not a host profile, or ``host`` is empty.
+    """
+    chosen = get_route(profile) if isinstance(profile, str) else profile
+    if chosen.profile is None:
+        raise ValueError(f"{chosen.full_name()!r} is not a host profile (it sets no profile)")
+    key = host.strip().lower()
+    if not key.strip("."):
+        raise ValueError("register_host() needs a host name")
+    _hosts[key] = chosen
+
+
+def unregister_host(host: str) -> None:
+    """Forget ``host``'s entry (a built-in entry for it comes back); no error when unknown."""
+    key = host.strip().lower()
+    _hosts.pop(key, None)
+    if key in _built_in_hosts:
+        _hosts[key] = _built_in_hosts[key]
 
 
 def _reorder() -> None:
@@ -132,12 +203,13 @@ def routes() -> tuple[type[Route], ...]:
 
 
 def route_names() -> list[str]:
-    """Every route name that ``make_adapter`` accepts, ``"auto"`` last."""
-    return [route.name for route in _routes] + [AUTO]
+    """Every route name that ``make_adapter`` accepts (host profiles as ``route:profile``),
+    ``"auto"`` last."""
+    return [route.name for route in _routes] + list(_profiles) + [AUTO]
 
 
 def get_route(name: str) -> type[Route]:
-    """The route registered under ``name``.
+    """The route or host profile registered under ``name`` (``route:profile`` for a profile).
 
     Raises:
         KeyError: no route has that name.
@@ -145,6 +217,9 @@ def get_route(name: str) -> type[Route]:
     for route in _routes:
         if route.name == name:
             return route
+    profile = _profiles.get(name)
+    if profile is not None:
+        return profile
     raise KeyError(f"unknown route {name!r}; known: {', '.join(route_names())}")
 
 
@@ -160,23 +235,50 @@ def make_adapter(route: str | type[Route]) -> Route:
 
 
 def match_route(request: Request) -> type[Route] | None:
-    """The first route (user routes first) that claims ``request``; None if none does."""
+    """The route that reads ``request``'s stream, or None when no route knows it.
+
+    The host's profile if one is registered and claims the request; else the first route (user
+    routes first) that claims it; else ``generic`` for a request a route disowns (another
+    contract of its provider that otelsse does not read, which sniffing must not guess).
+    """
+    if _hosts:
+        profile = _host_profile(request.host)
+        if profile is not None and profile.matches(request):
+            return profile
     for route in _routes:  # every request passes here: kept to a plain loop
         if route.matches(request):
             return route
+    for route in _routes:
+        if route.disowns(request):
+            return GenericRoute
     return None
+
+
+def _host_profile(host: str) -> type[Route] | None:
+    """The profile registered for ``host``, else for its nearest parent domain, else None."""
+    profile = _hosts.get(host)
+    dot = host.find(".")
+    while profile is None and dot != -1:
+        profile = _hosts.get(host[dot:])
+        dot = host.find(".", dot + 1)
+    return profile
 
 
 def detect_route(method: str, url: str, content_type: str | None = None) -> str | None:
     """The route name for a request, from its method and URL and the response media type.
 
-    Returns the first route that claims the request (user routes first). When none does,
-    returns ``"auto"`` for a ``text/event-stream`` response (its first events will tell) and
-    None otherwise: not a stream otelsse knows how to read.
+    Returns ``match_route``'s choice by its full name (``route:profile`` for a host profile).
+    When no route knows the request, returns ``"auto"`` for a ``text/event-stream`` response
+    (its first events will tell) and None otherwise: not a stream otelsse knows how to read.
     """
     parts = urlsplit(url)
     request = Request(method.upper(), parts.hostname or "", parts.path, parts.query)
     route = match_route(request)
     if route is not None:
-        return route.name
+        return route.full_name()
     return AUTO if is_event_stream(content_type) else None
+
+
+for _profile in BUILT_IN_PROFILES:
+    _add_profile(_profile)
+_built_in_hosts.update(_hosts)

@@ -5,6 +5,9 @@ instance reads one stream:
 
 - **who it is**: ``name`` (the ``otelsse.route`` value), ``provider`` (``gen_ai.provider.name``),
   ``success_stops``, ``has_terminal``, and an ``example_request`` for documentation and demos;
+- **its host profiles**: a subclass that sets ``profile`` (and usually ``hosts``) is a named
+  variant of the same contract for servers that bend it on purpose, chosen by the request's host
+  (``name:profile`` names it wherever a route name is accepted);
 - **which requests it serves**: ``matches(request)``, and ``always_streams(request)`` for requests
   whose URL alone asks for SSE (so the instrumentation expects a stream without reading a body);
 - **how its first events betray it** when the request did not say: ``sniff_event(event)`` (by the
@@ -85,15 +88,18 @@ class Route:
 
     Example, an OpenAI-compatible server at its own path that never sends ``[DONE]``::
 
-        class WriterChat(OpenAIChatRoute):
-            name = "writer.chat"
+        class AcmeChat(OpenAIChatRoute):
+            name = "acme.chat"
             require_done = False
 
             @classmethod
             def matches(cls, request: Request) -> bool:
-                return request.method == "POST" and request.path.endswith("/v1/chat")
+                return request.method == "POST" and request.path.endswith("/v1/acme/chat")
 
-        register_route(WriterChat)
+        register_route(AcmeChat)
+
+    (An OpenAI-compatible host that only bends the terminal rule needs no route of its own:
+    ``register_host(host, "openai.chat_completions:no_done")``.)
     """
 
     #: The low-cardinality route name recorded as ``otelsse.route``.
@@ -108,6 +114,10 @@ class Route:
     example_request: ClassVar[tuple[str, str] | None] = None
     #: Payload kind -> handler, collected from the ``@handles`` methods of the class and its bases.
     handlers: ClassVar[Mapping[str, Handler]] = {}
+    #: Set by a host profile: the name of this variant of the contract (``otelsse.route.profile``).
+    profile: ClassVar[str | None] = None
+    #: A host profile's hosts: exact host names, or ``".example.com"`` for a domain's subdomains.
+    hosts: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -122,11 +132,22 @@ class Route:
         # anything after it is an anomaly, not input.
         self.ended = False
 
+    @classmethod
+    def full_name(cls) -> str:
+        """``name``, or ``name:profile`` for a host profile: what ``get_route`` takes back."""
+        return cls.name if cls.profile is None else f"{cls.name}:{cls.profile}"
+
     # -- declarations about requests and first events ------------------------------------------
 
     @classmethod
     def matches(cls, request: Request) -> bool:
         """Whether ``request`` is a request of this contract (tried before the response)."""
+        return False
+
+    @classmethod
+    def disowns(cls, request: Request) -> bool:
+        """Whether ``request`` (claimed by no route) follows another contract of this provider
+        that otelsse does not read: it is then read as ``generic``, never sniffed."""
         return False
 
     @classmethod

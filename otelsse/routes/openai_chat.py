@@ -17,7 +17,7 @@ from .._core.json import JSONDecodeError, loads
 from .._core.state import StreamState, ToolCall
 from ._base import CHUNK, Request, Route, handles
 
-__all__ = ["OpenAIChatRoute"]
+__all__ = ["OPENAI_CHAT_PROFILES", "OpenAIChatRoute"]
 
 _DEPRECATED_FUNCTION_CALL = -1  # tool index used for the legacy single ``function_call`` delta
 
@@ -183,3 +183,32 @@ class OpenAIChatRoute(Route):
     def on_close(self, state: StreamState) -> None:
         if not self.ended and not self.require_done and self._all_finished():
             state.terminal()
+
+
+class _NoDone(OpenAIChatRoute):
+    """Servers that never send ``data: [DONE]``: a clean EOF after every choice finished is
+    the end. Hosts and sources: docs/gateways.md."""
+
+    profile: ClassVar[str | None] = "no_done"
+    hosts: ClassVar[tuple[str, ...]] = ("api.writer.com",)
+    require_done: ClassVar[bool] = False
+
+    @classmethod
+    def matches(cls, request: Request) -> bool:
+        # Writer's chat endpoint is POST /v1/chat.
+        return request.method == "POST" and (
+            request.path.endswith("/chat/completions") or request.path.endswith("/v1/chat")
+        )
+
+
+class _NoFinishReason(OpenAIChatRoute):
+    """Servers that never send a ``finish_reason``: ``[DONE]`` alone ends the answer.
+    Hosts and sources: docs/gateways.md."""
+
+    profile: ClassVar[str | None] = "no_finish_reason"
+    hosts: ClassVar[tuple[str, ...]] = (".snowflakecomputing.com",)
+    allow_null_finish_reason: ClassVar[bool] = True
+
+
+#: The built-in host profiles of this contract.
+OPENAI_CHAT_PROFILES: tuple[type[OpenAIChatRoute], ...] = (_NoDone, _NoFinishReason)

@@ -9,6 +9,7 @@ import pytest
 from otelsse import Outcome, detect_route, register_route
 from otelsse.routes import (
     BUILT_IN,
+    BUILT_IN_PROFILES,
     OpenAIChatRoute,
     Request,
     Route,
@@ -59,34 +60,34 @@ def test_detect_route(method: str, url: str, content_type: str | None, route: st
     assert detect_route(method, url, content_type) == route
 
 
-class WriterChat(OpenAIChatRoute):
+class AcmeChat(OpenAIChatRoute):
     """An OpenAI-compatible server at its own path that ends without ``[DONE]``."""
 
-    name = "writer.chat"
+    name = "acme.chat"
     require_done = False
 
     @classmethod
     def matches(cls, request: Request) -> bool:
-        return request.method == "POST" and request.path.endswith("/v1/chat")
+        return request.method == "POST" and request.path.endswith("/v1/acme/chat")
 
 
 def test_a_registered_route_is_detected_first_and_builds_its_adapter() -> None:
-    assert register_route(WriterChat) is WriterChat
+    assert register_route(AcmeChat) is AcmeChat
     try:
-        assert "writer.chat" in route_names()
-        assert get_route("writer.chat") is WriterChat
-        assert detect_route("POST", "https://api.writer.com/v1/chat") == "writer.chat"
+        assert "acme.chat" in route_names()
+        assert get_route("acme.chat") is AcmeChat
+        assert detect_route("POST", "https://llm.acme.example/v1/acme/chat") == "acme.chat"
         body = read_fixture("edge/chat-stop-without-done.sse")
         _, strict = run_monitor([body], route="openai.chat_completions")
-        _, lenient = run_monitor([body], route="writer.chat")
+        _, lenient = run_monitor([body], route="acme.chat")
         assert strict.outcome is Outcome.TRUNCATED
         assert lenient.outcome is Outcome.COMPLETE
         with pytest.raises(ValueError, match="already registered"):
-            register_route(WriterChat)
-        register_route(WriterChat, replace=True)
+            register_route(AcmeChat)
+        register_route(AcmeChat, replace=True)
     finally:
-        unregister_route("writer.chat")
-    assert detect_route("POST", "https://api.writer.com/v1/chat") is None
+        unregister_route("acme.chat")
+    assert detect_route("POST", "https://llm.acme.example/v1/acme/chat") is None
 
 
 class _Nameless(Route):
@@ -116,7 +117,7 @@ def test_only_a_named_route_class_of_its_own_can_be_registered(
 ) -> None:
     with pytest.raises(error, match=match):
         register_route(route)  # type: ignore[arg-type]
-    assert route_names() == [*(r.name for r in BUILT_IN), "auto"]
+    assert route_names() == [*(r.full_name() for r in (*BUILT_IN, *BUILT_IN_PROFILES)), "auto"]
 
 
 def test_unknown_route_name_is_a_key_error() -> None:
