@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._core.http import media_type, stream_violation
+from ._core.state import CUSTOM, FUNCTION, SERVER
 from ._exceptions import OtelSSEError
 from .instrumentation._client import Client, client_of, stream_error
 from .monitor import Limits, Outcome, StreamError, StreamMonitor, StreamReport
@@ -86,11 +87,17 @@ class TextDelta:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallResult:
-    """One accepted tool call: its arguments parsed as exactly one JSON value."""
+    """One accepted tool call.
+
+    ``kind`` is ``"function"`` (``arguments`` parsed as exactly one JSON value), ``"custom"``
+    (OpenAI's free-text tools: ``arguments`` is the input text, not judged as JSON) or
+    ``"server"`` (a call the provider ran itself: reported, never the application's to run).
+    """
 
     id: str | None
     name: str | None
     arguments: Any = field(repr=False)
+    kind: str = FUNCTION
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +105,10 @@ class StreamResult:
     """An accepted stream.
 
     ``texts`` maps the route's own key (choice index for chat and Gemini, content-block index
-    for Anthropic, output index for Responses) to that part's text; ``reasoning`` likewise for
-    reasoning/thinking text.
+    for Anthropic, output index for Responses) to that part's text; ``reasoning`` and
+    ``refusals`` likewise for reasoning/thinking text and refusal text (never part of ``text``).
+    ``tool_calls`` are the calls the application is asked to run; ``server_tool_calls`` the ones
+    the provider ran itself (web search, code execution, MCP), for the record only.
     """
 
     texts: Mapping[int, str] = field(repr=False)
@@ -109,11 +118,18 @@ class StreamResult:
     input_tokens: int | None
     output_tokens: int | None
     report: StreamReport
+    refusals: Mapping[int, str] = field(default_factory=dict, repr=False)
+    server_tool_calls: tuple[ToolCallResult, ...] = ()
 
     @property
     def text(self) -> str:
         """All visible text, in key order."""
         return "".join(self.texts[key] for key in sorted(self.texts))
+
+    @property
+    def refused(self) -> bool:
+        """The model refused (with or without refusal text)."""
+        return self.report.refusal
 
 
 def _normalise_tools(tools: ToolSchemas | None) -> dict[str, Mapping[str, Any]]:
@@ -206,21 +222,25 @@ class _Enforcer:
         else:
             raise StreamFault(outcome.value, report)
         state = self.monitor.state
-        calls = []
+        calls: list[ToolCallResult] = []
+        server_calls: list[ToolCallResult] = []
         for call in state.tool_calls:
             if not call.valid:
                 # Only reachable under an accepted non-success stop (e.g. max_tokens).
                 raise StreamFault(Outcome.PAYLOAD_ERROR.value, report, detail="tool arguments")
-            calls.append(ToolCallResult(call.call_id, call.name, call.arguments))
+            result = ToolCallResult(call.call_id, call.name, call.arguments, call.kind)
+            (server_calls if call.kind == SERVER else calls).append(result)
         self._check_schemas(calls, report)
         return StreamResult(
-            texts={key: "".join(parts) for key, parts in state.texts.items()},
-            reasoning={key: "".join(parts) for key, parts in state.reasoning.items()},
+            texts=_joined(state.texts),
+            reasoning=_joined(state.reasoning),
             tool_calls=tuple(calls),
             stop_reason=stop,
             input_tokens=report.input_tokens,
             output_tokens=report.output_tokens,
             report=report,
+            refusals=_joined(state.refusals),
+            server_tool_calls=tuple(server_calls),
         )
 
     def _check_schemas(self, calls: list[ToolCallResult], report: StreamReport) -> None:
@@ -230,7 +250,7 @@ class _Enforcer:
 
         for position, call in enumerate(calls):
             schema = self._schemas.get(call.name or "")
-            if schema is None:
+            if schema is None or call.kind == CUSTOM:
                 continue
             error = jsonschema.exceptions.best_match(
                 jsonschema.validators.validator_for(schema)(schema).iter_errors(call.arguments)
@@ -256,6 +276,10 @@ class _Enforcer:
             return self.finish(error)
         except StreamFault as fault:
             raise fault from exc
+
+
+def _joined(store: Mapping[int, list[str]]) -> dict[int, str]:
+    return {key: "".join(parts) for key, parts in store.items()}
 
 
 class _Reader:

@@ -4,7 +4,15 @@ Terminal rule (reference/provider-contracts.md §4.3): ``message_stop`` after a 
 that carried a ``stop_reason``; ``event: error`` is a provider error. Content blocks are keyed by
 ``index``; a tool block's input is the concatenated ``partial_json``, and an empty buffer means
 the ``input`` from ``content_block_start`` (``{}``), not invalid JSON. Every block must be
-closed before the ``message_delta``.
+closed before a ``message_delta`` with a success stop; with fine-grained tool streaming,
+``max_tokens`` may stop the message inside a ``tool_use`` block without its
+``content_block_stop`` (documented: "it is possible that the stream will end mid-parameter"),
+so under a non-success stop an open block is an anomaly and its call stays unfinished.
+``server_tool_use`` and ``mcp_tool_use`` blocks are calls Anthropic runs itself.
+
+Sniffing: only events this contract alone sends prove it; ``ping`` does not (the legacy Text
+Completions API, ``POST /v1/complete`` with ``event: completion``, sends it too, and that path is
+disowned: read as generic, never guessed).
 """
 
 from __future__ import annotations
@@ -12,15 +20,16 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from .._core.events import SSEEvent
-from .._core.state import StreamState, ToolCall
+from .._core.state import FUNCTION, SERVER, StreamState, ToolCall
 from ._base import Request, Route, handles, parse_object
 
 __all__ = ["AnthropicMessagesRoute"]
 
-_TOOL_BLOCK_TYPES = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+# Content-block type -> the kind of tool call it opens.
+_TOOL_BLOCK_KINDS = {"tool_use": FUNCTION, "server_tool_use": SERVER, "mcp_tool_use": SERVER}
 # The event types whose name or ``type`` proves this contract when sniffing.
 _SNIFFED_TYPES = frozenset(
-    {"message_start", "content_block_start", "content_block_delta", "message_delta", "ping"}
+    {"message_start", "content_block_start", "content_block_delta", "message_delta"}
 )
 
 
@@ -37,6 +46,10 @@ class AnthropicMessagesRoute(Route):
             path.endswith("/messages")
             or ("/publishers/anthropic/" in path and path.endswith(":streamRawPredict"))
         )
+
+    @classmethod
+    def disowns(cls, request: Request) -> bool:
+        return request.method == "POST" and request.path.endswith("/v1/complete")
 
     @classmethod
     def always_streams(cls, request: Request) -> bool:
@@ -75,12 +88,18 @@ class AnthropicMessagesRoute(Route):
         index = obj["index"]
         if index in self._open_blocks:
             state.protocol_violation("block_reopened")
+        elif not state.open_part(index):
+            return
         self._open_blocks.add(index)
         block = obj["content_block"]
-        if block.get("type") in _TOOL_BLOCK_TYPES:
+        kind = _TOOL_BLOCK_KINDS.get(block.get("type"))
+        if kind is not None:
             empty_means = block.get("input")
             self._calls[index] = state.open_tool(
-                block.get("id"), block.get("name"), {} if empty_means is None else empty_means
+                block.get("id"),
+                block.get("name"),
+                {} if empty_means is None else empty_means,
+                kind,
             )
 
     @handles("content_block_delta")
@@ -123,12 +142,18 @@ class AnthropicMessagesRoute(Route):
     def _on_message_delta(self, obj: dict[str, Any], state: StreamState) -> None:
         reason = (obj.get("delta") or {}).get("stop_reason")
         if reason is not None:
-            if self._open_blocks:
-                state.protocol_violation("stop_with_open_block")
             if type(reason) is not str:
                 state.payload_invalid()
-            else:
-                state.stop(reason, reason in self.success_stops)
+                return
+            success = reason in self.success_stops
+            if self._open_blocks:
+                if success:
+                    state.protocol_violation("stop_with_open_block")
+                else:
+                    state.anomaly("block_open_at_stop")
+            if reason == "refusal":
+                state.refused_without_text()
+            state.stop(reason, success)
         usage = obj.get("usage") or {}
         state.usage(usage.get("input_tokens"), usage.get("output_tokens"))
 

@@ -73,22 +73,30 @@ class GeminiRoute(Route):
 
     def _on_candidate(self, candidate: dict[str, Any], state: StreamState) -> None:
         index = candidate.get("index", 0)
-        if self._finish.get(index) is not None:
+        finished = self._finish.get(index) is not None
+        if finished:
             state.anomaly("event_after_finish_reason")
         elif index not in self._finish:
+            if not state.open_part(index):
+                return
             self._finish[index] = None
         content = candidate.get("content")
         if content:
             for part in content.get("parts") or ():
                 text = part.get("text")
+                call = part.get("functionCall")
+                if finished and (text or call):
+                    state.protocol_violation("content_after_finish")
                 if text:
                     state.text(index, text, reasoning=part.get("thought") is True)
-                call = part.get("functionCall")
                 if call:
                     tool = state.open_tool(call.get("id"), call.get("name"))
                     args = call.get("args")
                     state.close_tool(tool, parsed={} if args is None else args)
         reason = candidate.get("finishReason")
-        if reason and self._finish.get(index) is None:
-            self._finish[index] = str(reason)
-            state.stop(str(reason), reason in self.success_stops)
+        if reason and not finished:
+            if type(reason) is not str:
+                state.payload_invalid()
+                return
+            self._finish[index] = reason
+            state.stop(reason, reason in self.success_stops)

@@ -6,6 +6,11 @@ provider error even when ``[DONE]`` follows. Tool-call fragments are keyed by
 ``(choice index, tool_calls[].index)``; ``id`` and ``name`` come on the first fragment only.
 Servers that leave out the index, or reuse index 0 for parallel calls (Ollama, Gemini's
 compatibility layer), are handled by the id: a fragment with a new id starts a new call.
+A non-empty delta for a choice that already finished is a protocol error; ``content`` may be a
+list of typed parts (Mistral); ``refusal`` text is kept apart from the answer.
+
+Host profiles (``no_done``, ``no_finish_reason``) bend the terminal rule for the servers that
+document doing so; docs/gateways.md lists what each OpenAI-compatible service sends and why.
 """
 
 from __future__ import annotations
@@ -36,7 +41,10 @@ class OpenAIChatRoute(Route):
 
     name: ClassVar[str] = "openai.chat_completions"
     provider: ClassVar[str | None] = "openai"
-    success_stops: ClassVar[frozenset[str]] = frozenset({"stop", "tool_calls", "function_call"})
+    # "eos": Together's name for a natural end (docs/gateways.md).
+    success_stops: ClassVar[frozenset[str]] = frozenset(
+        {"stop", "tool_calls", "function_call", "eos"}
+    )
     example_request: ClassVar[tuple[str, str] | None] = ("POST", "/v1/chat/completions")
     require_done: ClassVar[bool] = True
     allow_null_finish_reason: ClassVar[bool] = False
@@ -90,20 +98,54 @@ class OpenAIChatRoute(Route):
                 choice_get = choice.get
                 index = choice_get("index", 0)
                 if index not in finish:
+                    if not state.open_part(index):
+                        continue
                     finish[index] = None
                 delta = choice_get("delta")
                 if delta:
+                    if finish[index] is not None:
+                        self._after_finish(delta, state)
                     content = delta.get("content")
                     if content is None or len(delta) > 1:
                         self._on_delta_rest(index, delta, state)
-                    if content and state.collect_text:
-                        state.text(index, content)
+                    if content:
+                        if type(content) is not str:
+                            self._on_parts(index, content, state)
+                        elif state.collect_text:
+                            state.text(index, content)
                 reason = choice_get("finish_reason")
                 if reason is not None:
                     self._on_finish(index, reason, state)
         usage = get("usage")
         if usage:
             state.usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+
+    @staticmethod
+    def _after_finish(delta: dict[str, Any], state: StreamState) -> None:
+        """A delta for a choice that already finished: only an empty one is allowed (gateways
+        repeat the finish chunk, with an empty delta, beside the usage)."""
+        if any(delta.get(key) for key in ("content", "tool_calls", "function_call", "refusal")):
+            state.protocol_violation("content_after_finish")
+
+    @staticmethod
+    def _on_parts(index: int, parts: Any, state: StreamState) -> None:
+        """``content`` as a list of typed parts (Mistral's reasoning models): ``text`` parts are
+        the answer, ``thinking`` parts (a string or a list of text parts) reasoning."""
+        if type(parts) is not list:
+            state.payload_invalid()
+            return
+        for part in parts:
+            kind = part.get("type")
+            if kind == "text":
+                state.text(index, part.get("text"))
+            elif kind == "thinking":
+                thinking = part.get("thinking")
+                pieces: Any = [thinking] if type(thinking) is str else thinking
+                for piece in pieces:
+                    text = piece if type(piece) is str else piece.get("text")
+                    state.text(index, text, reasoning=True)
+            else:
+                state.unknown()
 
     def _on_delta_rest(self, index: int, delta: dict[str, Any], state: StreamState) -> None:
         """Everything in a delta besides its text (rare next to the plain content deltas)."""
@@ -117,7 +159,7 @@ class OpenAIChatRoute(Route):
             self._on_tool_fragment(index, _DEPRECATED_FUNCTION_CALL, legacy_call, state)
         refusal = delta.get("refusal")
         if refusal:
-            state.text(index, refusal)
+            state.refusal(index, refusal)
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         if reasoning and type(reasoning) is str:
             state.text(index, reasoning, reasoning=True)
@@ -154,8 +196,15 @@ class OpenAIChatRoute(Route):
         if type(reason) is not str:
             state.payload_invalid()
             return
-        if self._finish.get(choice) is not None:
+        if not reason:
+            return  # old Ollama sends "" on every chunk: no finish yet
+        if reason == "error":
+            state.provider_error(None)  # Mistral, vLLM and OpenRouter end a failure this way
+        previous = self._finish.get(choice)
+        if previous is not None:
             state.anomaly("repeated_finish_reason")  # OpenRouter repeats it: idempotent
+            if reason != previous:
+                state.stop(reason, reason in self.success_stops)  # the worse one wins
             return
         self._finish[choice] = reason
         self._close_calls(choice, state)

@@ -5,6 +5,11 @@ Terminal rule (reference/provider-contracts.md §3.3): exactly one of ``response
 errors). There is no ``[DONE]``, but gateways add one after the terminal, which is accepted.
 Dispatch is on ``data.type``: some gateways send no ``event:`` line, so the SSE event name is
 only a hint. Function-call arguments are keyed by ``item_id``.
+
+Output items the provider runs itself (``mcp_call``, ``web_search_call``, ``file_search_call``,
+``code_interpreter_call``, ``image_generation_call``) are server calls, never the application's
+to run; a ``custom_tool_call``'s input is free text, not JSON. An ``error`` event may be followed
+by the ``response.failed`` that closes the same failure.
 """
 
 from __future__ import annotations
@@ -13,12 +18,21 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qs
 
 from .._core.events import SSEEvent
-from .._core.state import StreamState, ToolCall
+from .._core.state import CUSTOM, FUNCTION, SERVER, StreamState, ToolCall
 from ._base import Request, Route, handles, parse_object
 
 __all__ = ["OpenAIResponsesRoute"]
 
-_TOOL_ITEM_TYPES = frozenset({"function_call", "mcp_call"})
+# Output-item type -> the kind of tool call it is.
+_TOOL_ITEM_KINDS = {
+    "function_call": FUNCTION,
+    "custom_tool_call": CUSTOM,
+    "mcp_call": SERVER,
+    "web_search_call": SERVER,
+    "file_search_call": SERVER,
+    "code_interpreter_call": SERVER,
+    "image_generation_call": SERVER,
+}
 _DONE = "[DONE]"
 
 
@@ -55,8 +69,10 @@ class OpenAIResponsesRoute(Route):
     def __init__(self) -> None:
         super().__init__()
         self._calls: dict[str, ToolCall] = {}
+        self._outputs: set[int] = set()
         self._sequence: int | None = None
         self._done_marker_seen = False
+        self._error_seen = False
 
     def envelope(self, event: SSEEvent, state: StreamState) -> tuple[str, dict[str, Any]] | None:
         if event.data.startswith(_DONE):
@@ -84,6 +100,12 @@ class OpenAIResponsesRoute(Route):
         if event.data.startswith(_DONE) and not self._done_marker_seen:
             self._done_marker_seen = True  # the one ``[DONE]`` a gateway adds
             return
+        if self._error_seen and event.event == "response.failed":
+            self._error_seen = False  # the failure the ``error`` event announced
+            found = self.envelope(event, state)
+            if found is not None and found[0] == "response.failed":
+                self._on_failed(found[1], state)
+                return
         state.anomaly("unexpected_done" if event.data.startswith(_DONE) else "event_after_terminal")
 
     # Progress and "done" events that repeat what the deltas already said.
@@ -99,21 +121,65 @@ class OpenAIResponsesRoute(Route):
         "response.reasoning_summary_part.done",
         "response.reasoning_summary_text.done",
         "response.reasoning_text.done",
-        "response.custom_tool_call_input.delta",
-        "response.custom_tool_call_input.done",
+        # What the provider's own tools report while it runs them.
+        "response.web_search_call.in_progress",
+        "response.web_search_call.searching",
+        "response.web_search_call.completed",
+        "response.file_search_call.in_progress",
+        "response.file_search_call.searching",
+        "response.file_search_call.completed",
+        "response.code_interpreter_call.in_progress",
+        "response.code_interpreter_call.interpreting",
+        "response.code_interpreter_call.completed",
+        "response.code_interpreter_call_code.delta",
+        "response.code_interpreter_call_code.done",
+        "response.image_generation_call.in_progress",
+        "response.image_generation_call.generating",
+        "response.image_generation_call.partial_image",
+        "response.image_generation_call.completed",
+        "response.mcp_call.in_progress",
+        "response.mcp_call.completed",
+        "response.mcp_call.failed",
+        "response.mcp_list_tools.in_progress",
+        "response.mcp_list_tools.completed",
+        "response.mcp_list_tools.failed",
     )
     def _on_progress(self, obj: dict[str, Any], state: StreamState) -> None:
         pass
 
-    @handles("response.output_text.delta", "response.refusal.delta")
+    def _output(self, obj: dict[str, Any], state: StreamState) -> int | None:
+        """The event's output index, admitted as a part the first time it is seen."""
+        index: Any = obj.get("output_index", 0)
+        if index in self._outputs:
+            return index  # type: ignore[no-any-return]
+        if not state.open_part(index):
+            return None
+        self._outputs.add(index)
+        return index  # type: ignore[no-any-return]
+
+    @handles("response.output_text.delta")
     def _on_text(self, obj: dict[str, Any], state: StreamState) -> None:
-        state.text(obj.get("output_index", 0), obj["delta"])
+        index = self._output(obj, state)
+        if index is not None:
+            state.text(index, obj["delta"])
+
+    @handles("response.refusal.delta")
+    def _on_refusal(self, obj: dict[str, Any], state: StreamState) -> None:
+        index = self._output(obj, state)
+        if index is not None:
+            state.refusal(index, obj["delta"])
 
     @handles("response.reasoning_summary_text.delta", "response.reasoning_text.delta")
     def _on_reasoning(self, obj: dict[str, Any], state: StreamState) -> None:
-        state.text(obj.get("output_index", 0), obj["delta"], reasoning=True)
+        index = self._output(obj, state)
+        if index is not None:
+            state.text(index, obj["delta"], reasoning=True)
 
-    @handles("response.function_call_arguments.delta", "response.mcp_call_arguments.delta")
+    @handles(
+        "response.function_call_arguments.delta",
+        "response.mcp_call_arguments.delta",
+        "response.custom_tool_call_input.delta",
+    )
     def _on_arguments_delta(self, obj: dict[str, Any], state: StreamState) -> None:
         call = self._calls.get(obj.get("item_id", ""))
         if call is None:
@@ -121,13 +187,17 @@ class OpenAIResponsesRoute(Route):
             return
         state.tool_args(call, obj["delta"])
 
-    @handles("response.function_call_arguments.done", "response.mcp_call_arguments.done")
+    @handles(
+        "response.function_call_arguments.done",
+        "response.mcp_call_arguments.done",
+        "response.custom_tool_call_input.done",
+    )
     def _on_arguments_done(self, obj: dict[str, Any], state: StreamState) -> None:
         call = self._calls.get(obj.get("item_id", ""))
         if call is None:
             state.protocol_violation("arguments_without_item")
             return
-        whole = obj.get("arguments")
+        whole = obj.get("input" if call.kind == CUSTOM else "arguments")
         if call.fragments and whole != "".join(call.fragments):
             state.anomaly("arguments_done_mismatch")
         state.close_tool(call, whole=whole)
@@ -135,18 +205,25 @@ class OpenAIResponsesRoute(Route):
     @handles("response.output_item.added")
     def _on_item_added(self, obj: dict[str, Any], state: StreamState) -> None:
         item = obj["item"]
-        if item.get("type") in _TOOL_ITEM_TYPES:
-            call = state.open_tool(item.get("call_id") or item.get("id"), item.get("name"))
-            self._calls[item.get("id", "")] = call
-            if item.get("arguments"):
-                state.tool_args(call, item["arguments"])
+        kind = _TOOL_ITEM_KINDS.get(item.get("type"))
+        if kind is None:
+            return
+        # Only calls with streamed arguments (functions, custom tools, MCP) have a value to
+        # judge; the other server tools report an action, and their arguments are empty.
+        empty_means: Any = {} if kind == SERVER and item.get("type") != "mcp_call" else None
+        call_id = item.get("call_id") or item.get("id")
+        call = state.open_tool(call_id, item.get("name", item.get("type")), empty_means, kind)
+        self._calls[item.get("id", "")] = call
+        initial = item.get("input" if kind == CUSTOM else "arguments")
+        if initial:
+            state.tool_args(call, initial)
 
     @handles("response.output_item.done")
     def _on_item_done(self, obj: dict[str, Any], state: StreamState) -> None:
         item = obj["item"]
         call = self._calls.get(item.get("id", ""))
         if call is not None:
-            state.close_tool(call, whole=item.get("arguments"))
+            state.close_tool(call, whole=item.get("input" if call.kind == CUSTOM else "arguments"))
 
     @handles("response.created")
     def _on_snapshot(self, obj: dict[str, Any], state: StreamState) -> None:
@@ -187,5 +264,6 @@ class OpenAIResponsesRoute(Route):
     @handles("error")
     def _on_error(self, obj: dict[str, Any], state: StreamState) -> None:
         self.ended = True
+        self._error_seen = True
         state.provider_error(obj.get("code"))
         state.terminal()
