@@ -1,8 +1,12 @@
 """The ``otelsse`` command line.
 
-otelsse inspect FILE [--route ROUTE|auto] [--json] [--events]
+otelsse inspect FILE [--route ROUTE|auto | --url URL [--host-profile HOST=PROFILE ...]]
+                     [--json] [--events]
     Classify a captured response body (``-`` reads stdin). Prints the report, never content;
-    exits 0 only when the outcome is ``complete`` (1 otherwise, 2 for usage errors).
+    exits 0 only when the outcome is ``complete`` (1 otherwise, 2 for usage errors). ``--url``
+    chooses the route (and the host profile) as the instrumentation does for that request;
+    ``--host-profile`` adds a host of your own, e.g.
+    ``llm.internal.example=openai.chat_completions:no_done``.
 otelsse demo [--streams N | --duration S] [--prometheus-port P] [--otlp-endpoint URL] ...
     Stream from a local fake provider with the real openai and anthropic SDKs, httpx, httpx2 and
     requests, instrumented by otelsse; print a summary read from the exported metrics.
@@ -21,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from .monitor import Outcome, StreamMonitor, StreamReport
-from .routes import AUTO, route_names
+from .routes import AUTO, detect_route, register_host, route_names, unregister_host
 
 __all__ = ["main"]
 
@@ -57,7 +61,19 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
     except OSError as exc:
         sys.stderr.write(f"otelsse: cannot read {args.file}: {exc.strerror}\n")
         return 2
-    monitor = StreamMonitor(args.route)
+    route = args.route
+    if args.url is not None:
+        try:
+            for host, profile in args.host_profile:
+                register_host(host, profile)
+        except (KeyError, ValueError) as exc:
+            sys.stderr.write(f"otelsse: --host-profile: {exc.args[0]}\n")
+            return 2
+        finally:
+            route = detect_route("POST", args.url) or AUTO
+            for host, _ in args.host_profile:
+                unregister_host(host)
+    monitor = StreamMonitor(route)
     events = []
     for chunk in _chunks(body, args.chunk_size):
         events.extend(monitor.feed(chunk))
@@ -129,6 +145,13 @@ def _positive(kind: type[int] | type[float]) -> Any:
     return parse
 
 
+def _host_profile(text: str) -> tuple[str, str]:
+    host, equals, profile = text.partition("=")
+    if not (host and equals and profile):
+        raise argparse.ArgumentTypeError(f"expected HOST=ROUTE:PROFILE, got {text!r}")
+    return host, profile
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="otelsse", description="Stream-integrity checks for LLM Server-Sent Events."
@@ -136,8 +159,20 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     inspect = commands.add_parser("inspect", help="classify a captured SSE response body")
     inspect.add_argument("file", help="the body to read; - for stdin")
-    inspect.add_argument(
+    chosen = inspect.add_mutually_exclusive_group()
+    chosen.add_argument(
         "--route", default=AUTO, choices=route_names(), help="provider contract (default: auto)"
+    )
+    chosen.add_argument(
+        "--url", help="the request's URL (POST): choose the route and host profile from it"
+    )
+    inspect.add_argument(
+        "--host-profile",
+        metavar="HOST=PROFILE",
+        type=_host_profile,
+        action="append",
+        default=[],
+        help="read HOST's streams with PROFILE (route:profile; with --url; repeatable)",
     )
     inspect.add_argument("--json", action="store_true", help="print sanitized attributes as JSON")
     inspect.add_argument("--events", action="store_true", help="list event types and sizes")

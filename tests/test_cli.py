@@ -70,3 +70,29 @@ def test_inspect_missing_file_is_a_usage_error() -> None:
 def test_unknown_route_is_rejected_by_the_parser() -> None:
     with pytest.raises(SystemExit):
         _run("inspect", "-", "--route", "nope")
+
+
+def test_inspect_chooses_the_route_and_host_profile_from_the_url() -> None:
+    """A Writer stream (no ``[DONE]``) is complete for Writer's host, truncated elsewhere."""
+    path = str(FIXTURES / "edge/chat-stop-without-done.sse")
+    status, text = _run("inspect", path, "--url", "https://api.writer.com/v1/chat", "--json")
+    attributes = json.loads(text)["attributes"]
+    assert status == 0
+    assert attributes["otelsse.route.profile"] == "no_done"
+    status, _ = _run("inspect", path, "--url", "https://api.openai.com/v1/chat/completions")
+    assert status == 1
+
+
+def test_inspect_takes_a_host_profile_of_your_own() -> None:
+    path = str(FIXTURES / "edge/chat-stop-without-done.sse")
+    url = "https://llm.internal.example/v1/chat/completions"
+    own = "llm.internal.example=openai.chat_completions:no_done"
+    assert _run("inspect", path, "--url", url, "--host-profile", own)[0] == 0
+    # The entry lasts for that command only.
+    assert _run("inspect", path, "--url", url)[0] == 1
+    assert (
+        _run("inspect", path, "--url", url, "--host-profile", "x=openai.chat_completions:nope")[0]
+        == 2
+    )
+    with pytest.raises(SystemExit):
+        _run("inspect", path, "--url", url, "--host-profile", "no-equals-sign")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import wrapt
@@ -15,22 +15,32 @@ from opentelemetry.instrumentation.utils import unwrap
 
 from .. import semconv
 from ..monitor import Limits
-from ..routes import Route, register_route, unregister_route
+from ..routes import (
+    Route,
+    get_route,
+    register_host,
+    register_route,
+    unregister_host,
+    unregister_route,
+)
 from ..telemetry import Telemetry
 from ._client import CLIENT_MODULES, get_client
 from ._observer import Settings
 
-__all__ = ["EXCLUDED_URLS_ENV", "OPTIONS", "SSEInstrumentor"]
+__all__ = ["EXCLUDED_URLS_ENV", "HOST_PROFILES_ENV", "OPTIONS", "SSEInstrumentor"]
 
 _LOG = logging.getLogger("otelsse")
 
 #: Comma-separated regular expressions; a request whose URL matches one is not observed.
 EXCLUDED_URLS_ENV = "OTEL_PYTHON_OTELSSE_EXCLUDED_URLS"
 _GENERAL_EXCLUDED_URLS_ENV = "OTEL_PYTHON_EXCLUDED_URLS"
+#: ``host=route:profile`` pairs, comma-separated: ``host_profiles`` for zero-code setups.
+HOST_PROFILES_ENV = "OTEL_PYTHON_OTELSSE_HOST_PROFILES"
 #: Every option ``instrument()`` takes; any other name is a ``TypeError``.
 OPTIONS = (
     "clients",
     "excluded_urls",
+    "host_profiles",
     "limits",
     "max_model_names",
     "meter_provider",
@@ -46,7 +56,13 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     - ``tracer_provider``, ``meter_provider``: default the global providers.
     - ``limits``: a ``Limits`` for every observed stream.
-    - ``routes``: extra ``Route`` classes to register (removed again by ``uninstrument()``).
+    - ``routes``: extra ``Route`` classes to register, host profiles too (removed again by
+      ``uninstrument()``).
+    - ``host_profiles``: host -> host profile (its ``route:profile`` name or class), for
+      gateways of your own that bend a contract, e.g.
+      ``{"llm.internal.example": "openai.chat_completions:no_done"}`` (``".example.com"`` for
+      every subdomain); defaults to ``$OTEL_PYTHON_OTELSSE_HOST_PROFILES``
+      (``host=route:profile,...``), where an unknown profile is left out with one warning.
     - ``excluded_urls``: regular expressions (a list, or one comma-separated string); defaults
       to ``$OTEL_PYTHON_OTELSSE_EXCLUDED_URLS``, then ``$OTEL_PYTHON_EXCLUDED_URLS``. A pattern
       that is not a valid regular expression is left out, with one warning.
@@ -54,7 +70,7 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
       one that is installed).
     - ``max_model_names``: distinct model names in metrics before ``_OTHER`` (default 50).
 
-    Any other option raises ``TypeError``; an unknown client, ``ValueError``.
+    Any other option raises ``TypeError``; an unknown client or host profile, ``ValueError``.
     """
 
     # Class-level on purpose: BaseInstrumentor is a singleton, but Python runs __init__ again on
@@ -62,6 +78,7 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     # in place, so instances never share a list by accident.
     _patched: tuple[tuple[type, str], ...] = ()
     _routes: tuple[str, ...] = ()
+    _hosts: tuple[str, ...] = ()
 
     def instrumentation_dependencies(self) -> Collection[str]:
         # Any one of the clients is enough, which a list of requirements cannot say; the
@@ -80,7 +97,14 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         if not clients <= set(known):
             unknown = clients.difference(known)
             raise ValueError(f"unknown clients {sorted(unknown)}; known: {', '.join(known)}")
+        host_profiles = _host_profiles(kwargs.pop("host_profiles", None))
         try:
+            for route in kwargs.pop("routes", ()):
+                register_route(route, replace=True)
+                self._routes = (*self._routes, route.full_name())
+            for host, profile in host_profiles:
+                register_host(host, profile)
+                self._hosts = (*self._hosts, host)
             self._patch(**kwargs)
         except Exception:
             # opentelemetry-instrument re-raises whatever an instrumentor raises, which would stop
@@ -94,14 +118,10 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         tracer_provider: Any = None,
         meter_provider: Any = None,
         limits: Limits | None = None,
-        routes: Iterable[type[Route]] = (),
         excluded_urls: str | Iterable[str] | None = None,
         clients: Iterable[str] = tuple(CLIENT_MODULES),
         max_model_names: int = semconv.DEFAULT_MAX_MODEL_NAMES,
     ) -> None:
-        for route in routes:
-            register_route(route, replace=True)
-            self._routes = (*self._routes, route.name)
         settings = Settings(
             Telemetry(tracer_provider, meter_provider, max_model_names=max_model_names),
             limits or Limits(),
@@ -122,9 +142,44 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         patched, self._patched = self._patched, ()
         for owner, method in reversed(patched):
             unwrap(owner, method)
+        hosts, self._hosts = self._hosts, ()
+        for host in hosts:
+            unregister_host(host)
         routes, self._routes = self._routes, ()
         for name in routes:
             unregister_route(name)
+
+
+def _host_profiles(
+    option: Mapping[str, str | type[Route]] | None,
+) -> list[tuple[str, str | type[Route]]]:
+    """The ``host_profiles`` option, or the environment's pairs when it is not given.
+
+    A wrong option is the caller's programming error (``ValueError``); a wrong environment entry
+    is left out with a warning, so that a typo cannot stop the application from starting.
+    """
+    if option is not None:
+        for host, profile in option.items():
+            try:
+                chosen = get_route(profile) if isinstance(profile, str) else profile
+            except KeyError as exc:
+                raise ValueError(f"host_profiles[{host!r}]: {exc.args[0]}") from None
+            if chosen.profile is None:
+                raise ValueError(f"host_profiles[{host!r}]: {chosen.full_name()!r} is a route")
+        return list(option.items())
+    pairs: list[tuple[str, str | type[Route]]] = []
+    for item in os.environ.get(HOST_PROFILES_ENV, "").split(","):
+        host, _, profile = (part.strip() for part in item.partition("="))
+        if not item.strip():
+            continue
+        try:
+            if not host or get_route(profile).profile is None:
+                raise KeyError(profile)
+        except KeyError:
+            _LOG.warning("otelsse ignores the %s entry %r", HOST_PROFILES_ENV, item.strip())
+            continue
+        pairs.append((host, profile))
+    return pairs
 
 
 def _excluded_urls(option: str | Iterable[str] | None) -> re.Pattern[str] | None:

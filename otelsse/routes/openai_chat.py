@@ -145,7 +145,7 @@ class OpenAIChatRoute(Route):
                     text = piece if type(piece) is str else piece.get("text")
                     state.text(index, text, reasoning=True)
             else:
-                state.unknown()
+                state.anomaly("other_content_part")  # references, images: not text
 
     def _on_delta_rest(self, index: int, delta: dict[str, Any], state: StreamState) -> None:
         """Everything in a delta besides its text (rare next to the plain content deltas)."""
