@@ -30,7 +30,7 @@ from ._core.state import CUSTOM, FUNCTION, SERVER
 from ._exceptions import OtelSSEError
 from .instrumentation._client import Client, client_of, stream_error
 from .monitor import Limits, Outcome, StreamError, StreamMonitor, StreamReport
-from .routes import AUTO, detect_route, make_adapter
+from .routes import AUTO, Route, detect_route, make_adapter
 
 __all__ = [
     "AsyncStreamReader",
@@ -153,7 +153,7 @@ class _Enforcer:
     def __init__(
         self,
         source: Any,
-        route: str | None,
+        route: str | type[Route] | None,
         tools: ToolSchemas | None,
         limits: Limits | None,
         accept_stop_reasons: Iterable[str] | None,
@@ -180,7 +180,7 @@ class _Enforcer:
         self._delivered: dict[tuple[bool, int], int] = {}
 
     @staticmethod
-    def _check_response(client: Client, response: Any, route: str | None) -> str | None:
+    def _check_response(client: Client, response: Any, route: str | type[Route] | None) -> str | type[Route] | None:
         """Refuse a response that cannot be a stream; return the route (detected if None)."""
         status = client.status(response)
         content_type = client.headers(response).get("content-type")
@@ -288,7 +288,7 @@ class _Reader:
     def __init__(
         self,
         source: Iterable[bytes] | AsyncIterable[bytes] | Any,
-        route: str | None = None,
+        route: str | type[Route] | None = None,
         *,
         tools: ToolSchemas | None = None,
         limits: Limits | None = None,
@@ -326,7 +326,7 @@ class StreamReader(_Reader):
 
     Args:
         source: an httpx/httpx2/requests response or an iterable of bytes.
-        route: a route name; detected from the response's request when None (``"auto"``
+        route: a route name or class; detected from the response's request when None (``"auto"``
             sniffs the contract from the events).
         tools: JSON Schemas by tool name (or an OpenAI/Anthropic ``tools`` list).
         limits: buffer ceilings.
@@ -401,7 +401,7 @@ class AsyncStreamReader(_Reader):
 
 def read_stream(
     source: Iterable[bytes] | Any,
-    route: str | None = None,
+    route: str | type[Route] | None = None,
     *,
     tools: ToolSchemas | None = None,
     limits: Limits | None = None,
@@ -415,7 +415,7 @@ def read_stream(
 
 async def aread_stream(
     source: AsyncIterable[bytes] | Any,
-    route: str | None = None,
+    route: str | type[Route] | None = None,
     *,
     tools: ToolSchemas | None = None,
     limits: Limits | None = None,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from otelsse import Outcome, StreamFault, StreamResult, read_stream
-from otelsse.routes import detect_route
+from otelsse.routes import CHUNK, Route, StreamState, detect_route, handles
 from tests._helpers import run_monitor
 
 
@@ -29,7 +29,9 @@ def _named(*events: tuple[str, Any]) -> bytes:
     )
 
 
-def _judge(body: bytes, route: str, **reader: Any) -> tuple[Outcome, StreamResult | StreamFault]:
+def _judge(
+    body: bytes, route: str | type[Route], **reader: Any
+) -> tuple[Outcome, StreamResult | StreamFault]:
     """The monitor's outcome and the reader's answer, checked to agree."""
     _, report = run_monitor([body], route=route)
     try:
@@ -389,3 +391,26 @@ def test_repeated_stops_do_not_grow_the_finish_reasons() -> None:
     body = _named(_MESSAGE_START, *[delta] * 3000, ("message_stop", {"type": "message_stop"}))
     _, report = run_monitor([body], route="anthropic.messages")
     assert len(report.finish_reasons) <= 1024
+
+
+class _LeavesCallsOpen(Route):
+    """A contract whose terminal can arrive while a call is still open (any route may)."""
+
+    name = "test.leaves_calls_open"
+    success_stops = frozenset({"done"})
+
+    @handles(CHUNK)
+    def _on_chunk(self, payload: dict[str, Any], state: StreamState) -> None:
+        if "call" in payload:
+            state.tool_args(state.open_tool("c1", "f"), payload["call"])
+        if payload.get("end"):
+            self.ended = True
+            state.stop("done", True)
+            state.terminal()
+
+
+def test_a_call_still_open_at_a_success_terminal_is_a_payload_error_for_both() -> None:
+    body = _data({"call": '{"a": 1'}, {"end": True})
+    outcome, answer = _judge(body, _LeavesCallsOpen)
+    assert outcome is Outcome.PAYLOAD_ERROR
+    assert isinstance(answer, StreamFault)
