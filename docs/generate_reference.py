@@ -214,8 +214,11 @@ def _caps() -> list[str]:
         "(`instrument(max_model_names=...)` changes the limit).",
         f"- `{s.STOP_REASON}` on metrics: the first {s.DEFAULT_MAX_STOP_REASONS} distinct "
         f"values pass, later ones become `{s.OVERFLOW_VALUE}`.",
-        f"- Both are cut to {s.MAX_METRIC_VALUE_CHARS} characters before they are counted. "
-        "Spans carry the values as sent.",
+        f"- Both are cut to {s.MAX_METRIC_VALUE_CHARS} characters before they are counted.",
+        "- On the span, provider-sent values are cut: stop reasons, finish reasons and error "
+        f"codes to {s.MAX_CODE_CHARS} characters, the model and the response id to "
+        f"{s.MAX_IDENTIFIER_CHARS}; `{s.GEN_AI_RESPONSE_FINISH_REASONS}` keeps at most "
+        f"{s.MAX_FINISH_REASONS} entries.",
         f"- `{s.REQUEST_ID}` keeps at most {s.MAX_REQUEST_ID_CHARS} characters, printable ones "
         "only.",
         f"- `{s.SERVER_ADDRESS}` and `{s.ROUTE}` are not capped: one set of series per host "

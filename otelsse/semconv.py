@@ -193,6 +193,13 @@ DEFAULT_MAX_MODEL_NAMES = 50
 DEFAULT_MAX_STOP_REASONS = 30
 #: Provider-sent metric attribute values (model, stop reason) are cut to this many characters.
 MAX_METRIC_VALUE_CHARS = 64
+#: Provider-sent codes on the span (stop and finish reasons, error codes) keep this many
+#: characters.
+MAX_CODE_CHARS = 64
+#: Provider-sent identifiers on the span (model, response id) keep this many characters.
+MAX_IDENTIFIER_CHARS = 256
+#: ``gen_ai.response.finish_reasons`` keeps this many entries (the last may be ``error``).
+MAX_FINISH_REASONS = 32
 #: ``otelsse.request_id`` keeps at most this many characters (non-printable ones are dropped).
 MAX_REQUEST_ID_CHARS = 128
 
@@ -233,8 +240,8 @@ ATTRIBUTE_SPECS: dict[str, AttributeSpec] = {
         "string", "",
         "The provider's stop or finish reason exactly as sent (`stop`, `length`, `tool_calls`, "
         "`end_turn`, `max_tokens`, `STOP`, ...); with several choices, a non-success one wins. "
-        "Absent when no stop arrived (e.g. truncated streams). On metrics it is capped and cut "
-        "(see the caps below).",
+        f"Absent when no stop arrived (e.g. truncated streams). Cut to {MAX_CODE_CHARS} "
+        "characters; on metrics it is capped and cut (see the caps below).",
     ),
     CHUNK_COUNT: AttributeSpec(
         "int", "{chunk}",
@@ -300,7 +307,7 @@ ATTRIBUTE_SPECS: dict[str, AttributeSpec] = {
         "string", "",
         "The code or type of an in-stream provider error as sent (OpenAI `code` or `type`, "
         "Anthropic `error.type` such as `overloaded_error`, Gemini `status`), cut to "
-        f"{MAX_METRIC_VALUE_CHARS} characters; never its message. Absent when there was no "
+        f"{MAX_CODE_CHARS} characters; never its message. Absent when there was no "
         "provider error or it carried no code.",
     ),
     TIME_TO_FIRST_BYTE: AttributeSpec(
@@ -353,18 +360,21 @@ ATTRIBUTE_SPECS: dict[str, AttributeSpec] = {
     GEN_AI_RESPONSE_MODEL: AttributeSpec(
         "string", "",
         "OTel GenAI convention: the model name the stream itself reported (chunk `model`, "
-        "Anthropic `message.model`, Gemini `modelVersion`). Absent when the stream named none. "
-        "On metrics it is capped and cut (see the caps below).",
+        "Anthropic `message.model`, Gemini `modelVersion`), cut to "
+        f"{MAX_IDENTIFIER_CHARS} characters. Absent when the stream named none. On metrics it "
+        "is capped and cut (see the caps below).",
     ),
     GEN_AI_RESPONSE_ID: AttributeSpec(
         "string", "",
-        "OTel GenAI convention: the response id the stream reported. Absent when it named none.",
+        "OTel GenAI convention: the response id the stream reported, cut to "
+        f"{MAX_IDENTIFIER_CHARS} characters. Absent when it named none.",
     ),
     GEN_AI_RESPONSE_FINISH_REASONS: AttributeSpec(
         "string[]", "",
         "OTel GenAI convention: every finish reason as sent (one per choice or candidate), with "
-        "`error` appended when the stream ended before its terminal. Absent on the generic route "
-        "and when the list would be empty.",
+        "`error` appended when the stream ended before its terminal: at most "
+        f"{MAX_FINISH_REASONS} entries (`error` kept last), each cut to {MAX_CODE_CHARS} "
+        "characters. Absent on the generic route and when the list would be empty.",
     ),
     GEN_AI_USAGE_INPUT_TOKENS: AttributeSpec(
         "int", "{token}",

@@ -54,19 +54,18 @@ def span_attributes(report: StreamReport) -> dict[str, AttributeValue]:
         s.DECODE_ERROR_COUNT: report.decode_error_count,
         s.ANOMALY_COUNT: sum(report.anomalies.values()),
     }
-    code = report.provider_error_code
+    # Provider-sent strings are cut: a server can send a megabyte where a name belongs.
     optional: dict[str, str | int | float | None] = {
-        s.STOP_REASON: report.stop_reason,
+        s.STOP_REASON: _cut(report.stop_reason, s.MAX_CODE_CHARS),
         s.BUFFER_LIMIT_STAGE: report.buffer_limit_stage,
-        # A code is an identifier; anything longer is cut, as it may not be one.
-        s.PROVIDER_ERROR_CODE: None if code is None else code[: s.MAX_METRIC_VALUE_CHARS],
+        s.PROVIDER_ERROR_CODE: _cut(report.provider_error_code, s.MAX_CODE_CHARS),
         s.TIME_TO_FIRST_BYTE: report.time_to_first_byte,
         s.TIME_TO_FIRST_EVENT: report.time_to_first_event,
         s.MAX_INTER_EVENT_GAP: report.max_inter_event_gap,
         s.DURATION: report.duration,
         s.GEN_AI_PROVIDER_NAME: report.provider_name,
-        s.GEN_AI_RESPONSE_MODEL: report.response_model,
-        s.GEN_AI_RESPONSE_ID: report.response_id,
+        s.GEN_AI_RESPONSE_MODEL: _cut(report.response_model, s.MAX_IDENTIFIER_CHARS),
+        s.GEN_AI_RESPONSE_ID: _cut(report.response_id, s.MAX_IDENTIFIER_CHARS),
         s.GEN_AI_USAGE_INPUT_TOKENS: report.input_tokens,
         s.GEN_AI_USAGE_OUTPUT_TOKENS: report.output_tokens,
         s.ERROR_TYPE: report.outcome.value if report.outcome.value in s.ERROR_OUTCOMES else None,
@@ -77,10 +76,16 @@ def span_attributes(report: StreamReport) -> dict[str, AttributeValue]:
         # The GenAI conventions ask for "error" when the stream ended before its final event.
         reasons = report.finish_reasons
         if not report.terminal_seen:
-            reasons = (*reasons, "error")
+            reasons = (*reasons[: s.MAX_FINISH_REASONS - 1], "error")
         if reasons:
-            attributes[s.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+            attributes[s.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(
+                reason[: s.MAX_CODE_CHARS] for reason in reasons[: s.MAX_FINISH_REASONS]
+            )
     return attributes
+
+
+def _cut(value: str | None, limit: int) -> str | None:
+    return None if value is None else value[:limit]
 
 
 class _CappedValues:

@@ -99,6 +99,52 @@ def test_finish_reasons_end_with_error_when_the_stream_ended_early() -> None:
     assert span_attributes(whole)[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_calls",)
 
 
+def test_provider_sent_span_values_are_cut_to_their_documented_lengths() -> None:
+    huge = "x" * 1_000_000
+    report = StreamReport(
+        "openai.chat_completions",
+        Outcome.PROVIDER_ERROR,
+        terminal_seen=True,
+        stop_reason=huge,
+        finish_reasons=(huge,) * 80_001,
+        provider_error_code=huge,
+        provider_name="openai",
+        response_model=huge,
+        response_id=huge,
+    )
+    attributes = span_attributes(report)
+    lengths = {
+        key: len(str(attributes[key]))
+        for key in (
+            semconv.STOP_REASON,
+            semconv.PROVIDER_ERROR_CODE,
+            semconv.GEN_AI_RESPONSE_MODEL,
+            semconv.GEN_AI_RESPONSE_ID,
+        )
+    }
+    assert lengths == {
+        semconv.STOP_REASON: semconv.MAX_CODE_CHARS,
+        semconv.PROVIDER_ERROR_CODE: semconv.MAX_CODE_CHARS,
+        semconv.GEN_AI_RESPONSE_MODEL: semconv.MAX_IDENTIFIER_CHARS,
+        semconv.GEN_AI_RESPONSE_ID: semconv.MAX_IDENTIFIER_CHARS,
+    }
+    reasons = attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS]
+    assert isinstance(reasons, tuple)
+    assert len(reasons) == semconv.MAX_FINISH_REASONS
+    assert {len(reason) for reason in reasons} == {semconv.MAX_CODE_CHARS}
+
+
+def test_cut_finish_reasons_of_a_stream_that_ended_early_still_end_with_error() -> None:
+    report = StreamReport(
+        "openai.chat_completions",
+        Outcome.TRUNCATED,
+        finish_reasons=("stop",) * 80_001,
+        provider_name="openai",
+    )
+    reasons = span_attributes(report)[semconv.GEN_AI_RESPONSE_FINISH_REASONS]
+    assert reasons == ("stop",) * (semconv.MAX_FINISH_REASONS - 1) + ("error",)
+
+
 # -- the span and the metrics ------------------------------------------------------------------
 
 
