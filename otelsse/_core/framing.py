@@ -12,6 +12,19 @@ traffic), counting its LFs proves it and one split at ``"\n\ndata: "`` yields th
 otherwise the run is split into blocks and the per-line field rules apply. Per event this is a
 handful of C-level ``bytes``/``str`` operations; there is no Python loop per byte or character.
 
+Ceilings (``max_line_bytes``, ``max_event_bytes``) give the same verdict for the same bytes
+however they are chunked. The verdict is defined one byte at a time, on the stream as framed
+(leading BOM stripped, line ends LF-normalised): a line breaches at the byte that makes it longer
+than ``max_line_bytes`` (its LF not counted); the pending event breaches at the byte that makes
+the bytes held since the last blank line (or the stream start) more than ``max_event_bytes``
+(LFs of its lines counted; a blank line's LF ends it and holds nothing). If one byte breaches
+both, the stage is ``"line"``. The events before that byte are dispatched, then parsing stops
+with ``pending_line_chars``/``pending_event_chars`` at the two lengths, in bytes, that the
+breaching byte reached. Only a read that could carry the held bytes past the smaller ceiling can
+hide a breach, so only such a read is scanned, line by line, for that byte; the others are
+checked with one comparison. (Up to two bytes held while a leading BOM is undecided are
+measured once it is decided.)
+
 Decisions where readers of the spec have disagreed, each with a named test:
 
 - A blank line dispatches only when the data buffer is non-empty; a block with only ``event``,
@@ -55,12 +68,13 @@ class SSEParser:
     """Incremental server-sent-events parser: ``feed(bytes) -> list[SSEEvent]``, then ``close()``.
 
     Any chunking of the same bytes yields the same events. Bad input never raises: invalid UTF-8
-    is replaced and counted (``invalid_utf8_count``), and a breached ceiling stops parsing and is
-    reported in ``limit_exceeded`` (``"line"`` or ``"event"``); later bytes are ignored.
+    is replaced and counted (``invalid_utf8_count``), and a breached ceiling stops parsing at the
+    same byte whatever the chunking (see the module docstring) and is reported in
+    ``limit_exceeded`` (``"line"`` or ``"event"``); later bytes are ignored.
 
     Args:
-        max_line_bytes: ceiling on a line that has not ended yet.
-        max_event_bytes: ceiling on an event that has not been dispatched yet.
+        max_line_bytes: ceiling on the length of a line, its line end not counted.
+        max_event_bytes: ceiling on the bytes held for an event that has not been dispatched yet.
 
     Raises:
         ParserClosedError: ``feed()`` or ``close()`` after ``close()``.
@@ -77,8 +91,8 @@ class SSEParser:
         "_max_line",
         "_retry",
         "_skip_lf",
+        "_smaller_ceiling",
         "_tail",
-        "_tail_ends_lf",
         "_tail_len",
         "comment_count",
         "discarded_event",
@@ -97,6 +111,7 @@ class SSEParser:
     ) -> None:
         self._max_line = max_line_bytes
         self._max_event = max_event_bytes
+        self._smaller_ceiling = min(max_line_bytes, max_event_bytes)
         self._decoder = Utf8Decoder()
         # True until the first bytes have settled whether the stream starts with a BOM.
         self._at_start = True
@@ -104,9 +119,9 @@ class SSEParser:
         # Bytes after the last blank line (the pending event), as fragments; LF-normalised.
         self._tail: list[bytes] = []
         self._tail_len = 0
-        # The tail ends with LF: an LF starting the next read is then a blank line.
-        self._tail_ends_lf = False
-        # Length of the line that has not ended yet (the bytes after the tail's last LF).
+        # Length of the line that has not ended yet (the bytes after the tail's last LF). When
+        # it is 0 a line has just ended (or none began), so an LF starting the next read is a
+        # blank line.
         self._line_len = 0
         # The previous read ended in CR: an LF starting the next read belongs to that CRLF.
         self._skip_lf = False
@@ -124,6 +139,7 @@ class SSEParser:
         #: After ``close()``: an event that a blank line would have dispatched was discarded.
         self.discarded_event = False
         #: After ``close()``: characters left in an unterminated line / the undispatched event.
+        #: After ``stop()`` (a breached ceiling): the bytes they held at that point.
         self.pending_line_chars = 0
         self.pending_event_chars = 0
 
@@ -165,30 +181,38 @@ class SSEParser:
             if data[-1] == _CR:
                 self._skip_lf = self._guarded = True
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        if not self._tail and data.endswith(b"\n\n"):
+        if not self._tail and data.endswith(b"\n\n") and len(data) <= self._smaller_ceiling:
             # The read ends exactly at an event boundary: the live token stream, one read per
             # event, usually one ``data:`` line. Checked first because it is the hot path.
-            self._tail_ends_lf = True
-            self._line_len = 0
             text = self._decode(data)
             if text[:6] == "data: " and text.count("\n") == 2:
                 event = ("message", text[6:-2], self.last_event_id, self._retry)
                 return [_new_event(SSEEvent, event)]
             return self._interpret(text)
+        if self._tail_len + len(data) > self._smaller_ceiling:
+            # The held bytes and this read could pass a ceiling (the line is part of the held
+            # bytes, so one sum covers both): find the byte where one-byte reads would stop.
+            breach = self._find_breach(data)
+            if breach is not None:
+                end, stage = breach
+                events = self._frame(data[:end])
+                self.stop(stage)
+                return events
+        return self._frame(data)
+
+    def _frame(self, data: bytes) -> list[SSEEvent]:
+        """Add a read that breaches no ceiling: interpret the events it completes, hold the rest."""
         size = len(data)
         if _LF not in data:
             # No line ends here: the read only lengthens the pending line.
             self._tail.append(data)
             self._tail_len += size
             self._line_len += size
-            self._tail_ends_lf = False
-            self._check_ceilings()
             return []
-
         cut = data.rfind(b"\n\n") + 2
         if cut == 1:
-            # No blank line inside this read; but if the tail ended a line, a leading LF is one.
-            cut = 1 if data[0] == _LF and self._tail_ends_lf else 0
+            # No blank line inside this read; but if a line had just ended, a leading LF is one.
+            cut = 1 if data[0] == _LF and not self._line_len else 0
         if cut:
             tail = self._tail
             tail.append(data[:cut])
@@ -201,16 +225,36 @@ class SSEParser:
             self._tail.append(data)
             self._tail_len += size
             events = []
-        self._tail_ends_lf = data[-1] == _LF
         self._line_len = size - data.rfind(b"\n") - 1
-        self._check_ceilings()
         return events
 
-    def _check_ceilings(self) -> None:
-        if self._line_len > self._max_line:
-            self.stop("line")
-        elif self._tail_len > self._max_event:
-            self.stop("event")
+    def _find_breach(self, data: bytes) -> tuple[int, str] | None:
+        """Where one-byte reads of ``data`` would first breach a ceiling, and which one.
+
+        Returns the length of ``data`` up to and including the breaching byte, and the stage.
+        """
+        max_line, max_event = self._max_line, self._max_event
+        line, held = self._line_len, self._tail_len
+        start = 0
+        while True:
+            lf = data.find(b"\n", start)
+            run = (len(data) if lf < 0 else lf) - start
+            # Each byte of the line before its LF lengthens both the line and the held bytes.
+            line_room, event_room = max_line - line, max_event - held
+            if run > min(line_room, event_room):
+                if line_room <= event_room:
+                    return start + line_room + 1, "line"
+                return start + event_room + 1, "event"
+            if lf < 0:
+                return None
+            if line or run:
+                held += run + 1  # the LF that ends a line is held with the event
+                if held > max_event:
+                    return lf + 1, "event"
+            else:
+                held = 0  # a blank line: the event ends, nothing is held any more
+            line = 0
+            start = lf + 1
 
     def _guard(self, data: bytes) -> bytes:
         """The rare states a read must pass first: closed, stopped, BOM undecided, CR pending."""

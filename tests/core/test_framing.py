@@ -6,18 +6,26 @@ paraphrases the rule it checks.
 
 Most tests go through ``events_of()``, which parses the stream whole, in every two-part split and
 one byte at a time, and asserts that every chunking gives the same events and the same parser
-state: the framing of the network reads must never show through.
+state: the framing of the network reads must never show through. The ceiling property test
+draws random streams, ceilings and chunkings with Hypothesis; ``OTELSSE_FUZZ_EXAMPLES`` sets its
+number of examples (default 300) for a longer run.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from otelsse import ParserClosedError, SSEEvent, SSEParser
+from otelsse._core.framing import DEFAULT_MAX_LINE_BYTES
 
 BOM = b"\xef\xbb\xbf"
+#: Examples per property test; a long fuzzing run raises it, e.g. OTELSSE_FUZZ_EXAMPLES=200000.
+FUZZ_EXAMPLES = int(os.environ.get("OTELSSE_FUZZ_EXAMPLES", "300"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -58,12 +66,12 @@ def chunkings(stream: bytes) -> Iterator[list[bytes]]:
     yield [stream[i : i + 1] for i in range(len(stream))]
 
 
-def assert_split_invariant(stream: bytes) -> tuple[list[SSEEvent], SSEParser]:
+def assert_split_invariant(stream: bytes, **limits: int) -> tuple[list[SSEEvent], SSEParser]:
     """Assert that every chunking of ``stream`` gives the same events and state as the whole."""
-    events, parser = parse([stream])
+    events, parser = parse([stream], **limits)
     expected_state = state(parser)
     for chunks in chunkings(stream):
-        got_events, got_parser = parse(chunks)
+        got_events, got_parser = parse(chunks, **limits)
         assert got_events == events, f"events differ for chunking {chunks!r}"
         assert state(got_parser) == expected_state, f"state differs for chunking {chunks!r}"
     return events, parser
@@ -836,3 +844,146 @@ def test_events_within_the_ceilings_are_unaffected() -> None:
         events.extend(parser.feed(b"data: x\ndata: y\n\n"))
     assert events == [msg("x\ny")] * 50
     assert parser.limit_exceeded is None
+
+
+def test_an_event_over_max_event_bytes_is_cut_at_the_same_byte_however_it_is_chunked() -> None:
+    """A 108-byte event against a 64-byte ceiling breaches at its 65th byte, in any chunking.
+
+    It was dispatched when its reads also completed it, and cut only when fed byte by byte.
+    """
+    event = b"event: big\n" + b"data: " + b"x" * 48 + b"\n" + b"data: " + b"y" * 34 + b"\n\n"
+    assert len(event) == 108
+    events, parser = assert_split_invariant(b"data: a\n\n" + event, max_event_bytes=64)
+    assert events == [msg("a")]
+    assert parser.limit_exceeded == "event"
+    # The 65th byte is the last "x": 11 bytes of "event: big" and LF, then 54 of the data line.
+    assert parser.pending_event_chars == 65
+    assert parser.pending_line_chars == 54
+
+
+def test_a_read_that_ends_at_an_event_boundary_is_held_to_the_ceilings() -> None:
+    """The one-read-per-event fast path checks the ceilings too: a huge event cannot slip by."""
+    huge = b"data: " + b"x" * 100 + b"\n\n"
+    for limits, stage in (
+        ({"max_line_bytes": 64}, "line"),
+        ({"max_event_bytes": 64}, "event"),
+        # Both are breached by the same byte: the line is named.
+        ({"max_line_bytes": 64, "max_event_bytes": 64}, "line"),
+    ):
+        parser = SSEParser(**limits)
+        assert parser.feed(b"data: a\n\n") == [msg("a")]
+        assert parser.feed(huge) == [], limits
+        assert parser.limit_exceeded == stage, limits
+        assert (parser.pending_line_chars, parser.pending_event_chars) == (65, 65), limits
+
+
+def test_an_event_breaches_at_the_lf_that_takes_it_past_the_ceiling() -> None:
+    """The LF ending a line is held with the event: an 8-byte line fits 8 bytes, its LF breaches."""
+    events, parser = assert_split_invariant(b"data: a\n\ndata: ab\ndata: x\n\n", max_event_bytes=8)
+    assert events == [msg("a")]
+    assert parser.limit_exceeded == "event"
+    assert (parser.pending_line_chars, parser.pending_event_chars) == (0, 9)
+    # A blank line's LF is not held: an event of exactly 8 bytes and its blank line fit.
+    events, parser = assert_split_invariant(b"data: a\n\ndata: a\n\n", max_event_bytes=8)
+    assert events == [msg("a"), msg("a")]
+    assert parser.limit_exceeded is None
+
+
+def test_a_blank_line_at_stream_start_ends_a_pending_event_like_any_other() -> None:
+    """A leading LF is a blank line (an empty event), so it is not held against the next event."""
+    events, parser = assert_split_invariant(b"\ndata: a\n\n", max_event_bytes=8)
+    assert events == [msg("a")]
+    assert parser.limit_exceeded is None
+
+
+def breach_of(stream: bytes, max_line: int, max_event: int) -> tuple[bytes, str, int, int] | None:
+    """The ceiling rule of the module docstring, byte by byte, from its words alone.
+
+    Returns the stream up to and including the byte that breaches a ceiling (BOM stripped and
+    LF-normalised), the stage, and the pending line and event lengths at that byte.
+    """
+    if len(stream) < len(BOM) and BOM.startswith(stream):
+        return None  # held while the BOM is undecided: measured only once more bytes come
+    body = stream[len(BOM) :] if stream.startswith(BOM) else stream
+    body = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    line = event = 0
+    for offset, byte in enumerate(body):
+        if byte == LF and line == 0:
+            event = 0  # a blank line: nothing is held any more
+            continue
+        line = 0 if byte == LF else line + 1
+        event += 1
+        if line > max_line:
+            return body[: offset + 1], "line", line, event
+        if event > max_event:
+            return body[: offset + 1], "event", line, event
+    return None
+
+
+LF = 0x0A
+# Lines of SSE-like pieces with every kind of line end (or none, to run on into the next line),
+# so that small ceilings are breached anywhere: in a line, at an LF, after events.
+SSE_LINE = st.tuples(
+    st.lists(
+        st.sampled_from(
+            [
+                b"data: ",
+                b"data:",
+                b"event: e",
+                b"id: 1",
+                b"retry: 5",
+                b":",
+                b"x",
+                b"yyyy",
+                b"zzzzzzzzzzzz",
+                "\u20ac".encode(),
+                b"\xff",
+                BOM,
+            ]
+        ),
+        max_size=4,
+    ).map(b"".join),
+    st.sampled_from([b"\n", b"\r", b"\r\n", b"\n\n", b"\r\n\r\n", b"\r\r", b""]),
+).map(b"".join)
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None)
+@given(
+    stream=st.lists(SSE_LINE, max_size=16).map(b"".join) | st.binary(max_size=60),
+    max_line=st.integers(0, 30) | st.just(DEFAULT_MAX_LINE_BYTES),
+    max_event=st.integers(0, 80),
+    data=st.data(),
+)
+def test_a_ceiling_gives_the_same_verdict_under_every_chunking(
+    stream: bytes, max_line: int, max_event: int, data: st.DataObject
+) -> None:
+    """Same bytes, same verdict: the events before the breach, the stage, the pending counts.
+
+    One byte per read is the definition; the whole stream, and random splits, must match it,
+    and it must match the rule as the module docstring words it (``breach_of``).
+    """
+    limits = {"max_line_bytes": max_line, "max_event_bytes": max_event}
+    byte_at_a_time = [stream[i : i + 1] for i in range(len(stream))]
+    expected_events, parser = parse(byte_at_a_time, **limits)
+    expected_state = {**state(parser), "decoded_chars": parser.decoded_chars}
+
+    breach = breach_of(stream, max_line, max_event)
+    if breach is None:
+        unlimited_events, unlimited = parse([stream])
+        assert expected_events == unlimited_events
+        assert expected_state == {**state(unlimited), "decoded_chars": unlimited.decoded_chars}
+    else:
+        prefix, stage, line, event = breach
+        assert expected_events == parse([BOM + prefix])[0]
+        assert (parser.limit_exceeded, parser.pending_line_chars, parser.pending_event_chars) == (
+            stage,
+            line,
+            event,
+        )
+
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(stream) - 1)), max_size=8)))
+    split = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+    for chunks in ([stream], split):
+        events, parser = parse(chunks, **limits)
+        assert events == expected_events, chunks
+        assert {**state(parser), "decoded_chars": parser.decoded_chars} == expected_state, chunks
