@@ -112,6 +112,15 @@ def _attributes() -> list[str]:
     ]
 
 
+def _most_series(spec: semconv.MetricSpec) -> str:
+    """The worst case with the built-in routes, and what one registered route adds."""
+    built_in, more = (
+        semconv.max_series(spec, routes=routes, outcomes=len(Outcome))
+        for routes in (len(BUILT_IN), len(BUILT_IN) + 1)
+    )
+    return f"{built_in} (+{more - built_in})"
+
+
 def _metrics() -> list[str]:
     rows = []
     for spec in semconv.METRICS:
@@ -129,6 +138,7 @@ def _metrics() -> list[str]:
                 ", ".join(labels),
                 spec.description,
                 buckets,
+                _most_series(spec),
             )
         )
     header = ("metric", "kind (Prometheus type)", "unit", "Prometheus series", "labels")
@@ -141,15 +151,22 @@ def _metrics() -> list[str]:
         "`otel_scope_name`, `otel_scope_version` and `otel_scope_schema_url`: never depend on "
         "those, aggregate with `sum by (...)`, and take `sum(rate(...))`, never `rate(sum(...))`.",
         "",
-        *_table((*header, "description", "bucket boundaries"), rows),
+        *_table((*header, "description", "bucket boundaries", "most series (+ per route)"), rows),
         "",
-        "Series that exist before their first event, so that `increase()` sees the first one:",
+        "*Most series*: the most attribute sets the instrument can hold whatever the traffic, "
+        f"with the {len(BUILT_IN)} built-in routes, and what each route registered with "
+        "`register_route()` adds (see the caps below).",
         "",
-        f"- `{semconv.STREAMS.name}`: every outcome at 0, the first time a (route, "
-        "server.address, provider, model) combination is seen, without a stop reason (failed "
-        "streams carry none either).",
-        f"- `{semconv.TOOL_CALLS.name}`: `{semconv.TOOL_CALL_VALID}` true and false at 0, "
-        "likewise.",
+        "Series that exist before their first event, so that `increase()` sees the first one, "
+        f"created the first time one of the first {semconv.MAX_SERIES_KEYS} series keys (route, "
+        "server.address, provider, model) is seen:",
+        "",
+        f"- `{semconv.STREAMS.name}`: every outcome at 0, without a stop reason (failed streams "
+        "carry none either).",
+        f"- `{semconv.TOOL_CALLS.name}`: `{semconv.TOOL_CALL_KIND}` `{semconv.TOOL_CALL_CLIENT}` "
+        f"with `{semconv.TOOL_CALL_VALID}` true and false at 0 (server-run calls appear with "
+        "the first one).",
+        f"- `{semconv.STREAM_REFUSALS.name}`: 0.",
         f"- `{semconv.INSTRUMENTATION_ERRORS.name}`: every stage at 0 when otelsse is "
         "instrumented.",
         "",
@@ -186,9 +203,14 @@ def _closed_sets() -> list[str]:
         "",
         *_table(("value", "a contained failure while"), stages),
         "",
+        f"### `{semconv.TOOL_CALL_KIND}` (closed)",
+        "",
+        f"{_code(semconv.TOOL_CALL_KINDS)}.",
+        "",
         f"### `{semconv.TOOL_CALL_VALID}` (closed)",
         "",
-        "`true` or `false` (a boolean attribute; the Prometheus label value is the string).",
+        "`true` or `false` (a boolean attribute; the Prometheus label value is the string); "
+        f"absent on `{semconv.TOOL_CALL_SERVER}` calls.",
         "",
         f"### `{semconv.ROUTE}` and `{semconv.GEN_AI_PROVIDER_NAME}`",
         "",
@@ -206,25 +228,44 @@ def _closed_sets() -> list[str]:
 
 def _caps() -> list[str]:
     s = semconv
+    other = f"`{s.OVERFLOW_VALUE}`"
     return [
         "## Cardinality and size caps",
         "",
-        f"- `{s.GEN_AI_RESPONSE_MODEL}` on metrics: the first {s.DEFAULT_MAX_MODEL_NAMES} "
-        f"distinct values pass, later ones become `{s.OVERFLOW_VALUE}` "
-        "(`instrument(max_model_names=...)` changes the limit).",
-        f"- `{s.STOP_REASON}` on metrics: the first {s.DEFAULT_MAX_STOP_REASONS} distinct "
-        f"values pass, later ones become `{s.OVERFLOW_VALUE}`.",
-        f"- Both are cut to {s.MAX_METRIC_VALUE_CHARS} characters before they are counted.",
-        "- On the span, provider-sent values are cut: stop reasons, finish reasons and error "
+        f"The OpenTelemetry SDK keeps at most {s.SDK_CARDINALITY_LIMIT} attribute sets per "
+        "instrument by default; later points go to one series labelled "
+        '`otel_metric_overflow="true"` that carries no other attribute, not even the outcome. '
+        f"otelsse folds its own overflow into {other} long before that, always keeping the "
+        "route, the provider and the outcome:",
+        "",
+        f"- `{s.GEN_AI_RESPONSE_MODEL}`: the first {s.DEFAULT_MAX_MODEL_NAMES} distinct values "
+        f"pass, later ones become {other} (`instrument(max_model_names=...)`).",
+        f"- `{s.SERVER_ADDRESS}`: the first {s.DEFAULT_MAX_SERVER_ADDRESSES} distinct values "
+        f"pass, later ones become {other}.",
+        f"- `{s.STOP_REASON}`: the first {s.DEFAULT_MAX_STOP_REASONS} distinct values pass, "
+        f"later ones become {other}.",
+        f"- Models and stop reasons are cut to {s.MAX_METRIC_VALUE_CHARS} characters before "
+        "they are counted.",
+        f"- Series keys (route, server.address, provider, model): the first "
+        f"{s.MAX_SERIES_KEYS} distinct ones get series of their own, with their outcomes "
+        f"pre-created at 0. A later key is counted under its route's overflow key: "
+        f"`{s.SERVER_ADDRESS}` and `{s.GEN_AI_RESPONSE_MODEL}` {other}. On "
+        f"`{s.STREAMS_ACTIVE.name}` the key is (route, server.address), capped the same way.",
+        f"- Stop reasons on `{s.STREAMS.name}` and the histograms: the first "
+        f"{s.MAX_STOP_REASON_SERIES} distinct (series key, outcome, stop reason) sets keep "
+        "their values; a later one is counted under its route's overflow key with stop reason "
+        f"{other}.",
+        "",
+        "The key and stop-reason limits are what bound every instrument (the *most series* "
+        "column above), whatever the per-attribute caps are set to: with the built-in routes "
+        "each instrument stays under half the SDK's limit, and it takes dozens of registered "
+        "routes to approach it. Traffic never adds a route: only `register_route()` does.",
+        "",
+        "On the span, provider-sent values are cut: stop reasons, finish reasons and error "
         f"codes to {s.MAX_CODE_CHARS} characters, the model and the response id to "
         f"{s.MAX_IDENTIFIER_CHARS}; `{s.GEN_AI_RESPONSE_FINISH_REASONS}` keeps at most "
-        f"{s.MAX_FINISH_REASONS} entries.",
-        f"- `{s.REQUEST_ID}` keeps at most {s.MAX_REQUEST_ID_CHARS} characters, printable ones "
-        "only.",
-        f"- `{s.SERVER_ADDRESS}` and `{s.ROUTE}` are not capped: one set of series per host "
-        "called and per route. Beyond that, the OpenTelemetry SDK's own cardinality limit "
-        "(2000 series per metric by default) folds further series into "
-        '`otel_metric_overflow="true"`.',
+        f"{s.MAX_FINISH_REASONS} entries; `{s.REQUEST_ID}` keeps at most "
+        f"{s.MAX_REQUEST_ID_CHARS} characters, printable ones only.",
         "",
     ]
 

@@ -15,6 +15,7 @@ __all__ = [
     "METRICS",
     "AttributeSpec",
     "MetricSpec",
+    "max_series",
     "prometheus_label",
     "prometheus_series",
 ]
@@ -24,6 +25,7 @@ from typing import NamedTuple
 
 # -- span attributes (otelsse) ----------------------------------------------------------------
 ROUTE = "otelsse.route"
+ROUTE_PROFILE = "otelsse.route.profile"
 OUTCOME = "otelsse.outcome"
 TERMINAL_SEEN = "otelsse.terminal_seen"
 STOP_REASON = "otelsse.stop_reason"
@@ -38,6 +40,8 @@ PENDING_EVENT_CHARS = "otelsse.pending_event_chars"
 OPEN_ACCUMULATOR_COUNT = "otelsse.open_accumulator_count"
 TOOL_CALL_COUNT = "otelsse.tool_call_count"
 TOOL_CALL_INVALID_COUNT = "otelsse.tool_call_invalid_count"
+SERVER_TOOL_CALL_COUNT = "otelsse.server_tool_call_count"
+REFUSAL = "otelsse.refusal"
 BUFFER_LIMIT_STAGE = "otelsse.buffer_limit_stage"
 DECODE_ERROR_COUNT = "otelsse.decode_error_count"
 ANOMALY_COUNT = "otelsse.anomaly_count"
@@ -47,6 +51,8 @@ TIME_TO_FIRST_EVENT = "otelsse.time_to_first_event"
 MAX_INTER_EVENT_GAP = "otelsse.max_inter_event_gap"
 DURATION = "otelsse.duration"
 TOOL_CALL_VALID = "otelsse.tool_call.valid"
+#: Who ran a tool call (on ``otelsse.tool_calls``): one of ``TOOL_CALL_KINDS``.
+TOOL_CALL_KIND = "otelsse.tool_call.kind"
 #: The provider's request id from an allow-listed response header (see REQUEST_ID_HEADERS).
 REQUEST_ID = "otelsse.request_id"
 #: Where inside otelsse a contained failure happened (on ``otelsse.instrumentation.errors``).
@@ -67,14 +73,15 @@ GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 
 #: Every span attribute key otelsse may set.
 ATTRIBUTES: tuple[str, ...] = (
-    ROUTE, OUTCOME, TERMINAL_SEEN, STOP_REASON, CHUNK_COUNT, BYTES_RECEIVED, DECODED_CHAR_COUNT,
-    EVENT_COUNT, COMMENT_COUNT, UNKNOWN_EVENT_COUNT, PENDING_LINE_CHARS, PENDING_EVENT_CHARS,
-    OPEN_ACCUMULATOR_COUNT, TOOL_CALL_COUNT, TOOL_CALL_INVALID_COUNT, BUFFER_LIMIT_STAGE,
-    DECODE_ERROR_COUNT, ANOMALY_COUNT, PROVIDER_ERROR_CODE, TIME_TO_FIRST_BYTE,
-    TIME_TO_FIRST_EVENT, MAX_INTER_EVENT_GAP, DURATION, HTTP_RESPONSE_STATUS_CODE, SERVER_ADDRESS,
-    SERVER_PORT, ERROR_TYPE, GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_STREAM, GEN_AI_RESPONSE_MODEL,
-    GEN_AI_RESPONSE_ID, GEN_AI_RESPONSE_FINISH_REASONS, GEN_AI_USAGE_INPUT_TOKENS,
-    GEN_AI_USAGE_OUTPUT_TOKENS, REQUEST_ID,
+    ROUTE, ROUTE_PROFILE, OUTCOME, TERMINAL_SEEN, STOP_REASON, CHUNK_COUNT, BYTES_RECEIVED,
+    DECODED_CHAR_COUNT, EVENT_COUNT, COMMENT_COUNT, UNKNOWN_EVENT_COUNT, PENDING_LINE_CHARS,
+    PENDING_EVENT_CHARS, OPEN_ACCUMULATOR_COUNT, TOOL_CALL_COUNT, TOOL_CALL_INVALID_COUNT,
+    SERVER_TOOL_CALL_COUNT, REFUSAL, BUFFER_LIMIT_STAGE, DECODE_ERROR_COUNT, ANOMALY_COUNT,
+    PROVIDER_ERROR_CODE, TIME_TO_FIRST_BYTE, TIME_TO_FIRST_EVENT, MAX_INTER_EVENT_GAP, DURATION,
+    HTTP_RESPONSE_STATUS_CODE, SERVER_ADDRESS, SERVER_PORT, ERROR_TYPE, GEN_AI_PROVIDER_NAME,
+    GEN_AI_REQUEST_STREAM, GEN_AI_RESPONSE_MODEL, GEN_AI_RESPONSE_ID,
+    GEN_AI_RESPONSE_FINISH_REASONS, GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_OUTPUT_TOKENS,
+    REQUEST_ID,
 )  # fmt: skip
 
 #: The only response headers whose values are recorded (as ``otelsse.request_id``), in order.
@@ -114,13 +121,20 @@ BYTE_BUCKETS: tuple[float, ...] = (
 )  # fmt: skip
 
 
-#: Attributes every stream metric point carries (low cardinality; model names are capped).
+#: Attributes every stream metric point carries (low cardinality: see the caps below).
 #: ``otelsse.stop_reason`` is absent when the stream ended without one (e.g. truncated).
 METRIC_ATTRIBUTES: tuple[str, ...] = (
     ROUTE, OUTCOME, STOP_REASON, SERVER_ADDRESS, GEN_AI_PROVIDER_NAME, GEN_AI_RESPONSE_MODEL,
 )  # fmt: skip
-#: The series key of a route and server: what ``otelsse.tool_calls`` shares with the streams.
-_SERIES_ATTRIBUTES = (ROUTE, SERVER_ADDRESS, GEN_AI_PROVIDER_NAME, GEN_AI_RESPONSE_MODEL)
+#: The series key of a route and server: what ``otelsse.tool_calls`` and
+#: ``otelsse.stream.refusals`` share with the streams.
+SERIES_ATTRIBUTES = (ROUTE, SERVER_ADDRESS, GEN_AI_PROVIDER_NAME, GEN_AI_RESPONSE_MODEL)
+#: The closed set of ``otelsse.tool_call.kind`` values: calls the application runs from the
+#: streamed arguments, and calls the provider ran itself (web search, code execution, MCP),
+#: which have no arguments to validate.
+TOOL_CALL_CLIENT = "client"
+TOOL_CALL_SERVER = "server"
+TOOL_CALL_KINDS: tuple[str, ...] = (TOOL_CALL_CLIENT, TOOL_CALL_SERVER)
 
 
 class MetricSpec(NamedTuple):
@@ -158,9 +172,18 @@ STREAM_EVENTS = MetricSpec(
 STREAM_BYTES = MetricSpec(
     "otelsse.stream.bytes", "histogram", "By", "Body bytes per stream.", BYTE_BUCKETS
 )
+#: A counter of its own rather than a label on ``otelsse.streams``: a refusal is orthogonal to
+#: the outcome (a refused stream usually still ends ``complete``), and a boolean label there
+#: would double every stream series; this adds one series per series key.
+STREAM_REFUSALS = MetricSpec(
+    "otelsse.stream.refusals", "counter", "{stream}",
+    "Streamed responses in which the model refused; divide by otelsse.streams for the rate.",
+    attributes=SERIES_ATTRIBUTES,
+)  # fmt: skip
 TOOL_CALLS = MetricSpec(
-    "otelsse.tool_calls", "counter", "{call}", "Tool calls, by whether their arguments were valid.",
-    attributes=(*_SERIES_ATTRIBUTES, TOOL_CALL_VALID),
+    "otelsse.tool_calls", "counter", "{call}",
+    "Tool calls, by who ran them and whether their arguments were valid.",
+    attributes=(*SERIES_ATTRIBUTES, TOOL_CALL_KIND, TOOL_CALL_VALID),
 )  # fmt: skip
 #: The closed set of ``otelsse.instrumentation.stage`` values. Each one's error series is created
 #: at 0 when the instruments are, so ``increase()`` sees the very first failure.
@@ -175,22 +198,36 @@ INSTRUMENTATION_ERRORS = MetricSpec(
 
 METRICS: tuple[MetricSpec, ...] = (
     STREAMS, STREAMS_ACTIVE, STREAM_DURATION, STREAM_TIME_TO_FIRST_EVENT,
-    STREAM_MAX_INTER_EVENT_GAP, STREAM_EVENTS, STREAM_BYTES, TOOL_CALLS, INSTRUMENTATION_ERRORS,
+    STREAM_MAX_INTER_EVENT_GAP, STREAM_EVENTS, STREAM_BYTES, STREAM_REFUSALS, TOOL_CALLS,
+    INSTRUMENTATION_ERRORS,
 )  # fmt: skip
 
-# -- documentation (read by docs/generate_reference.py; no code path depends on it) -------------
+# -- caps --------------------------------------------------------------------------------------
+# Past ``SDK_CARDINALITY_LIMIT`` attribute sets, the SDK sends an instrument's new points to one
+# ``otel.metric.overflow=true`` series without any attribute: the outcome is lost. Models, hosts
+# and stop reasons are chosen by whoever runs the server, and they multiply, so otelsse folds
+# its own overflow into ``OVERFLOW_VALUE`` long before that, keeping route and outcome.
 
-#: Instrumentation scope name of the tracer and the meter.
-SCOPE_NAME = "otelsse"
-#: Span kind of ``SPAN_NAME``.
-SPAN_KIND = "CLIENT"
-#: The value a capped metric attribute takes once its limit of distinct values is reached.
+#: The OpenTelemetry SDK's default limit of attribute sets per instrument and metric reader
+#: (opentelemetry-sdk ``_DEFAULT_CARDINALITY_LIMIT``; the specification's default too).
+SDK_CARDINALITY_LIMIT = 2000
+#: The value a capped metric attribute takes once its limit is reached.
 OVERFLOW_VALUE = "_OTHER"
 #: Distinct ``gen_ai.response.model`` values in metrics before ``OVERFLOW_VALUE``
 #: (``instrument(max_model_names=...)``).
 DEFAULT_MAX_MODEL_NAMES = 50
+#: Distinct ``server.address`` values in metrics before ``OVERFLOW_VALUE``.
+DEFAULT_MAX_SERVER_ADDRESSES = 20
 #: Distinct ``otelsse.stop_reason`` values in metrics before ``OVERFLOW_VALUE``.
 DEFAULT_MAX_STOP_REASONS = 30
+#: Distinct series keys (``SERIES_ATTRIBUTES``; route and server on ``otelsse.streams.active``)
+#: with series of their own, outcomes pre-created at 0. A later key shares its route's overflow
+#: key: ``server.address`` and ``gen_ai.response.model`` become ``OVERFLOW_VALUE``. This, not the
+#: per-attribute caps (which users may raise), is what bounds the products.
+MAX_SERIES_KEYS = 50
+#: Distinct (series key, outcome, stop reason) sets on ``otelsse.streams`` and the histograms.
+#: A later one is counted under its route's overflow key with stop reason ``OVERFLOW_VALUE``.
+MAX_STOP_REASON_SERIES = 200
 #: Provider-sent metric attribute values (model, stop reason) are cut to this many characters.
 MAX_METRIC_VALUE_CHARS = 64
 #: Provider-sent codes on the span (stop and finish reasons, error codes) keep this many
@@ -202,6 +239,35 @@ MAX_IDENTIFIER_CHARS = 256
 MAX_FINISH_REASONS = 32
 #: ``otelsse.request_id`` keeps at most this many characters (non-printable ones are dropped).
 MAX_REQUEST_ID_CHARS = 128
+
+
+def max_series(spec: MetricSpec, *, routes: int, outcomes: int) -> int:
+    """The most attribute sets ``spec``'s instrument can hold, whatever the traffic.
+
+    ``routes`` counts the (route, provider) pairs the registry can report (traffic never adds
+    one), ``outcomes`` the outcome values. Keys are the admitted ones plus one overflow key per
+    route (``otelsse.streams.active`` also has the route ``auto``).
+    """
+    keys = MAX_SERIES_KEYS + routes
+    if spec == INSTRUMENTATION_ERRORS:
+        return len(INSTRUMENTATION_STAGES)
+    if spec == STREAMS_ACTIVE:
+        return keys + 1
+    if spec == STREAM_REFUSALS:
+        return keys
+    if spec == TOOL_CALLS:
+        return keys * 3  # client valid, client invalid, server (no validity)
+    # otelsse.streams and the histograms: every key and outcome without a stop reason, the
+    # admitted stop-reason sets, and the refused ones under each route's overflow key.
+    return outcomes * (keys + routes) + MAX_STOP_REASON_SERIES
+
+
+# -- documentation (read by docs/generate_reference.py; no code path depends on it) -------------
+
+#: Instrumentation scope name of the tracer and the meter.
+SCOPE_NAME = "otelsse"
+#: Span kind of ``SPAN_NAME``.
+SPAN_KIND = "CLIENT"
 
 
 class AttributeSpec(NamedTuple):
@@ -224,6 +290,12 @@ ATTRIBUTE_SPECS: dict[str, AttributeSpec] = {
         "contract found (`generic` when none was). Always present. On "
         "`otelsse.streams.active` alone, `auto` marks an SSE response to an unrecognised URL: "
         "its contract is not known yet when the stream starts.",
+    ),
+    ROUTE_PROFILE: AttributeSpec(
+        "string", "",
+        "The host profile applied to the route's contract: a named variant for servers that "
+        "bend it on purpose, chosen by the request's host (e.g. `eof_after_finish`). Absent when "
+        "the contract applied as is.",
     ),
     OUTCOME: AttributeSpec(
         "string", "",
@@ -282,10 +354,25 @@ ATTRIBUTE_SPECS: dict[str, AttributeSpec] = {
         "Tool calls opened but never closed when the stream ended (counted as invalid in "
         "`otelsse.tool_calls`).",
     ),
-    TOOL_CALL_COUNT: AttributeSpec("int", "{call}", "Tool calls the stream opened."),
+    TOOL_CALL_COUNT: AttributeSpec(
+        "int", "{call}",
+        "Tool calls the stream opened for the application to run (server-run calls not included).",
+    ),
     TOOL_CALL_INVALID_COUNT: AttributeSpec(
         "int", "{call}",
         "Closed tool calls whose arguments were not exactly one JSON value.",
+    ),
+    SERVER_TOOL_CALL_COUNT: AttributeSpec(
+        "int", "{call}",
+        "Tool calls the provider ran itself (web search, code execution, MCP), counted apart "
+        "from `otelsse.tool_call_count`: the application neither runs them nor gets arguments "
+        "to validate.",
+    ),
+    REFUSAL: AttributeSpec(
+        "boolean", "",
+        "The model refused: OpenAI `refusal` text, Anthropic `stop_reason: refusal`. The flag "
+        "is set whatever the outcome (an OpenAI refusal usually ends `complete`, an Anthropic "
+        "one `incomplete`); metrics count it in `otelsse.stream.refusals`.",
     ),
     BUFFER_LIMIT_STAGE: AttributeSpec(
         "string", "",
@@ -336,7 +423,8 @@ ATTRIBUTE_SPECS: dict[str, AttributeSpec] = {
     ),
     SERVER_ADDRESS: AttributeSpec(
         "string", "",
-        "OTel convention: the host of the request URL. Absent only for a URL without a host.",
+        "OTel convention: the host of the request URL. Absent only for a URL without a host. "
+        "On metrics it is capped (see the caps below).",
     ),
     SERVER_PORT: AttributeSpec(
         "int", "",
@@ -394,10 +482,17 @@ ATTRIBUTE_SPECS: dict[str, AttributeSpec] = {
         f"{MAX_REQUEST_ID_CHARS} characters, non-printable ones dropped. Absent when neither "
         "header was sent.",
     ),
+    TOOL_CALL_KIND: AttributeSpec(
+        "string", "",
+        "Metric `otelsse.tool_calls` only: `client` for calls the application runs from the "
+        "streamed arguments, `server` for calls the provider ran itself (one of "
+        "`TOOL_CALL_KINDS`).",
+    ),
     TOOL_CALL_VALID: AttributeSpec(
         "boolean", "",
-        "Metric `otelsse.tool_calls` only: whether the call closed with arguments that are "
-        "exactly one JSON value (false also for calls never closed).",
+        "Metric `otelsse.tool_calls` only, client calls only: whether the call closed with "
+        "arguments that are exactly one JSON value (false also for calls never closed). Absent "
+        "on server calls, which have no arguments to validate.",
     ),
     INSTRUMENTATION_STAGE: AttributeSpec(
         "string", "",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -51,11 +51,14 @@ def span_attributes(report: StreamReport) -> dict[str, AttributeValue]:
         s.OPEN_ACCUMULATOR_COUNT: report.open_accumulator_count,
         s.TOOL_CALL_COUNT: report.tool_call_count,
         s.TOOL_CALL_INVALID_COUNT: report.tool_call_invalid_count,
+        s.SERVER_TOOL_CALL_COUNT: report.server_tool_call_count,
+        s.REFUSAL: report.refusal,
         s.DECODE_ERROR_COUNT: report.decode_error_count,
         s.ANOMALY_COUNT: sum(report.anomalies.values()),
     }
     # Provider-sent strings are cut: a server can send a megabyte where a name belongs.
     optional: dict[str, str | int | float | None] = {
+        s.ROUTE_PROFILE: report.route_profile,
         s.STOP_REASON: _cut(report.stop_reason, s.MAX_CODE_CHARS),
         s.BUFFER_LIMIT_STAGE: report.buffer_limit_stage,
         s.PROVIDER_ERROR_CODE: _cut(report.provider_error_code, s.MAX_CODE_CHARS),
@@ -88,27 +91,39 @@ def _cut(value: str | None, limit: int) -> str | None:
     return None if value is None else value[:limit]
 
 
-class _CappedValues:
-    """Passes the first ``limit`` distinct values through and maps the rest to ``_OTHER``.
+class _FirstSeen:
+    """The first ``limit`` distinct values offered; ``admit`` refuses any later one.
 
-    Model names and stop reasons are chosen by whoever runs the server: without a cap, one
-    misbehaving gateway could create a new metric series per stream.
+    Model names, hosts and stop reasons are chosen by whoever runs the server: without a limit
+    on them and on their combinations, one misbehaving gateway could create a metric series per
+    stream and push an instrument past the SDK's cardinality limit (semconv's caps).
     """
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
-        self._seen: set[str] = set()
+        self._seen: set[Hashable] = set()
         self._lock = threading.Lock()
 
-    def __call__(self, value: str) -> str:
-        value = value[: semconv.MAX_METRIC_VALUE_CHARS]
+    def __contains__(self, value: Hashable) -> bool:
+        return value in self._seen
+
+    def admit(self, value: Hashable) -> bool:
         if value in self._seen:
-            return value
+            return True
         with self._lock:
-            if len(self._seen) < self._limit:
+            if value in self._seen or len(self._seen) < self._limit:
                 self._seen.add(value)
-                return value
-        return OTHER
+                return True
+        return False
+
+
+def _capped(values: _FirstSeen, value: str) -> str:
+    value = value[: semconv.MAX_METRIC_VALUE_CHARS]
+    return value if values.admit(value) else OTHER
+
+
+def _key(attributes: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(attributes.items()))
 
 
 class Telemetry:
@@ -117,7 +132,11 @@ class Telemetry:
     Args:
         tracer_provider, meter_provider: None for the global providers.
         max_model_names: distinct ``gen_ai.response.model`` values before ``_OTHER``.
+        max_server_addresses: distinct ``server.address`` values before ``_OTHER``.
         max_stop_reasons: distinct ``otelsse.stop_reason`` values before ``_OTHER``.
+
+    Whatever these are, ``semconv.MAX_SERIES_KEYS`` and ``semconv.MAX_STOP_REASON_SERIES`` keep
+    every instrument within ``semconv.max_series``.
     """
 
     def __init__(
@@ -126,6 +145,7 @@ class Telemetry:
         meter_provider: metrics.MeterProvider | None = None,
         *,
         max_model_names: int = semconv.DEFAULT_MAX_MODEL_NAMES,
+        max_server_addresses: int = semconv.DEFAULT_MAX_SERVER_ADDRESSES,
         max_stop_reasons: int = semconv.DEFAULT_MAX_STOP_REASONS,
     ) -> None:
         self.tracer = trace.get_tracer(
@@ -135,7 +155,7 @@ class Telemetry:
             semconv.SCOPE_NAME, __version__, meter_provider, semconv.SCHEMA_URL
         )
         s = semconv
-        self._streams = meter.create_counter(s.STREAMS.name, s.STREAMS.unit, s.STREAMS.description)
+        self._streams = _counter(meter, s.STREAMS)
         self._active = meter.create_up_down_counter(
             s.STREAMS_ACTIVE.name, s.STREAMS_ACTIVE.unit, s.STREAMS_ACTIVE.description
         )
@@ -144,19 +164,16 @@ class Telemetry:
         self._max_gap = _histogram(meter, s.STREAM_MAX_INTER_EVENT_GAP)
         self._events = _histogram(meter, s.STREAM_EVENTS)
         self._bytes = _histogram(meter, s.STREAM_BYTES)
-        self._tool_calls = meter.create_counter(
-            s.TOOL_CALLS.name, s.TOOL_CALLS.unit, s.TOOL_CALLS.description
-        )
-        self._errors = meter.create_counter(
-            s.INSTRUMENTATION_ERRORS.name,
-            s.INSTRUMENTATION_ERRORS.unit,
-            s.INSTRUMENTATION_ERRORS.description,
-        )
-        self._model = _CappedValues(max_model_names)
-        self._stop_reason = _CappedValues(max_stop_reasons)
-        # Series keys whose every outcome was already created at 0 (bounded like the caps).
-        self._precreated: set[tuple[Any, ...]] = set()
-        self._max_precreated = 4 * max_model_names
+        self._refusals = _counter(meter, s.STREAM_REFUSALS)
+        self._tool_calls = _counter(meter, s.TOOL_CALLS)
+        self._errors = _counter(meter, s.INSTRUMENTATION_ERRORS)
+        self._models = _FirstSeen(max_model_names)
+        self._servers = _FirstSeen(max_server_addresses)
+        self._stop_reasons = _FirstSeen(max_stop_reasons)
+        # What bounds the products (semconv.max_series): keys and stop-reason sets.
+        self._series_keys = _FirstSeen(s.MAX_SERIES_KEYS)
+        self._active_keys = _FirstSeen(s.MAX_SERIES_KEYS)
+        self._stop_reason_series = _FirstSeen(s.MAX_STOP_REASON_SERIES)
         self._logged: set[tuple[str, str]] = set()
         for stage in s.INSTRUMENTATION_STAGES:
             self._errors.add(0, {s.INSTRUMENTATION_STAGE: stage})
@@ -181,10 +198,21 @@ class Telemetry:
 
     def stream_started(self, attributes: MetricAttributes) -> None:
         """One more stream is being read; ``stream_finished`` takes the same ``attributes``."""
-        self._active.add(1, attributes)
+        self._active.add(1, self._active_series(attributes))
 
     def stream_finished(self, attributes: MetricAttributes) -> None:
-        self._active.add(-1, attributes)
+        self._active.add(-1, self._active_series(attributes))
+
+    def _active_series(self, attributes: MetricAttributes) -> MetricAttributes:
+        # The same attributes map to the same series at the start and at the end of a stream:
+        # an admitted value stays admitted, and a full cap stays full.
+        series = dict(attributes)
+        server = series.get(semconv.SERVER_ADDRESS)
+        if server is not None:
+            series[semconv.SERVER_ADDRESS] = _capped(self._servers, server)
+        if not self._active_keys.admit(_key(series)):
+            series[semconv.SERVER_ADDRESS] = OTHER
+        return series
 
     def end_span(
         self, span: Span, report: StreamReport, http_attributes: Mapping[str, Any]
@@ -205,15 +233,23 @@ class Telemetry:
         s = semconv
         series: MetricAttributes = {s.ROUTE: report.route}
         if server_address is not None:
-            series[s.SERVER_ADDRESS] = server_address
+            series[s.SERVER_ADDRESS] = _capped(self._servers, server_address)
         if report.provider_name is not None:
             series[s.GEN_AI_PROVIDER_NAME] = report.provider_name
         if report.response_model is not None:
-            series[s.GEN_AI_RESPONSE_MODEL] = self._model(report.response_model)
-        self._precreate_outcomes(series)
-        attributes = {**series, s.OUTCOME: report.outcome.value}
+            series[s.GEN_AI_RESPONSE_MODEL] = _capped(self._models, report.response_model)
+        key = _key(series)
+        new = key not in self._series_keys
+        if not self._series_keys.admit(key):
+            series = _overflow(series)
+        elif new:
+            self._precreate(series)
+        outcome = {s.OUTCOME: report.outcome.value}
+        attributes = {**series, **outcome}
         if report.stop_reason is not None:
-            attributes[s.STOP_REASON] = self._stop_reason(report.stop_reason)
+            attributes[s.STOP_REASON] = _capped(self._stop_reasons, report.stop_reason)
+            if not self._stop_reason_series.admit(_key(attributes)):
+                attributes = {**_overflow(series), **outcome, s.STOP_REASON: OTHER}
         self._streams.add(1, attributes)
         for histogram, value in (
             (self._duration, report.duration),
@@ -224,33 +260,40 @@ class Telemetry:
                 histogram.record(value, attributes)
         self._events.record(report.event_count, attributes)
         self._bytes.record(report.bytes_received, attributes)
-        if report.tool_call_count:
-            invalid = report.tool_call_invalid_count + report.open_accumulator_count
-            valid = report.tool_call_count - invalid
-            if valid:
-                self._tool_calls.add(valid, {**series, s.TOOL_CALL_VALID: True})
-            if invalid:
-                self._tool_calls.add(invalid, {**series, s.TOOL_CALL_VALID: False})
+        client = {**series, s.TOOL_CALL_KIND: s.TOOL_CALL_CLIENT}
+        # The report's invalid and open counts cover server-run calls too; validity is counted
+        # for the application's calls only, never above their number.
+        invalid = min(
+            report.tool_call_count, report.tool_call_invalid_count + report.open_accumulator_count
+        )
+        for valid, count in ((True, report.tool_call_count - invalid), (False, invalid)):
+            if count:
+                self._tool_calls.add(count, {**client, s.TOOL_CALL_VALID: valid})
+        if report.server_tool_call_count:
+            server = {**series, s.TOOL_CALL_KIND: s.TOOL_CALL_SERVER}
+            self._tool_calls.add(report.server_tool_call_count, server)
+        if report.refusal:
+            self._refusals.add(1, series)
 
-    def _precreate_outcomes(self, series: MetricAttributes) -> None:
-        """Create every outcome's and tool-call validity's counter series at 0 the first time a
-        series key is seen.
+    def _precreate(self, series: MetricAttributes) -> None:
+        """Create the counter series an alert or a rate reads at 0, the first time a series key
+        is admitted: every outcome, client tool-call validity and refusals.
 
         ``increase()`` cannot see a series' first sample, so the first truncation of a route
         would be invisible to the alerts. The pre-created series carry no stop reason: that is
         how failed streams (truncated, timeout, protocol_error, ...) are recorded. What this
         cannot cover: the key's very first stream (its +1 reaches the same collection as the
         zeros) and the first stream of each (outcome, stop reason) pair, since stop reasons
-        and models are only known at the stream's end. Both are in the raw counters.
+        and models are only known at the stream's end. Both are in the raw counters. Server-run
+        tool calls feed no alert and are not pre-created.
         """
-        key = tuple(sorted(series.items()))
-        if key in self._precreated or len(self._precreated) >= self._max_precreated:
-            return
-        self._precreated.add(key)
+        s = semconv
         for outcome in Outcome:
-            self._streams.add(0, {**series, semconv.OUTCOME: outcome.value})
+            self._streams.add(0, {**series, s.OUTCOME: outcome.value})
         for valid in (True, False):
-            self._tool_calls.add(0, {**series, semconv.TOOL_CALL_VALID: valid})
+            client = {**series, s.TOOL_CALL_KIND: s.TOOL_CALL_CLIENT, s.TOOL_CALL_VALID: valid}
+            self._tool_calls.add(0, client)
+        self._refusals.add(0, series)
 
     # -- our own failures ------------------------------------------------------------------
 
@@ -272,6 +315,16 @@ class Telemetry:
                 )
         except Exception:  # the last line of defence: counting must not raise either
             pass
+
+
+def _overflow(series: MetricAttributes) -> MetricAttributes:
+    """A series key past the caps as its route's overflow key: the attributes traffic chooses
+    become ``_OTHER``; the route and its provider come from the route registry."""
+    return {**series, semconv.SERVER_ADDRESS: OTHER, semconv.GEN_AI_RESPONSE_MODEL: OTHER}
+
+
+def _counter(meter: metrics.Meter, spec: semconv.MetricSpec) -> metrics.Counter:
+    return meter.create_counter(spec.name, spec.unit, spec.description)
 
 
 def _histogram(meter: metrics.Meter, spec: semconv.MetricSpec) -> metrics.Histogram:

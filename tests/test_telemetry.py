@@ -9,6 +9,7 @@ module that owns them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 
@@ -143,6 +144,22 @@ def test_cut_finish_reasons_of_a_stream_that_ended_early_still_end_with_error() 
     )
     reasons = span_attributes(report)[semconv.GEN_AI_RESPONSE_FINISH_REASONS]
     assert reasons == ("stop",) * (semconv.MAX_FINISH_REASONS - 1) + ("error",)
+
+
+def test_route_profile_server_tool_calls_and_refusal_on_the_span() -> None:
+    plain = StreamReport("openai.chat_completions", Outcome.COMPLETE)
+    attributes = span_attributes(plain)
+    # Counts and flags are always present, like the other counts and terminal_seen.
+    assert attributes[semconv.SERVER_TOOL_CALL_COUNT] == 0
+    assert attributes[semconv.REFUSAL] is False
+    assert semconv.ROUTE_PROFILE not in attributes
+    profiled = dataclasses.replace(
+        plain, route_profile="eof_after_finish", server_tool_call_count=2, refusal=True
+    )
+    attributes = span_attributes(profiled)
+    assert attributes[semconv.ROUTE_PROFILE] == "eof_after_finish"
+    assert attributes[semconv.SERVER_TOOL_CALL_COUNT] == 2
+    assert attributes[semconv.REFUSAL] is True
 
 
 # -- the span and the metrics ------------------------------------------------------------------
@@ -305,3 +322,63 @@ def test_a_contained_error_is_counted_each_time_and_logged_once_without_its_mess
     assert len(records) == 1
     assert "ValueError" in records[0].getMessage()
     assert "secret" not in caplog.text
+
+
+def test_server_run_tool_calls_are_counted_apart_and_without_validity(sdk: SDK) -> None:
+    report = StreamReport(
+        "openai.responses",
+        Outcome.COMPLETE,
+        provider_name="openai",
+        tool_call_count=3,
+        tool_call_invalid_count=1,
+        server_tool_call_count=2,
+    )
+    record(sdk, report)
+    counted = {
+        (p.attributes[semconv.TOOL_CALL_KIND], p.attributes.get(semconv.TOOL_CALL_VALID)): p.value
+        for p in sdk.points(semconv.TOOL_CALLS.name)
+        if p.value
+    }
+    assert counted == {("client", True): 2, ("client", False): 1, ("server", None): 2}
+    assert set(semconv.TOOL_CALL_KINDS) == {"client", "server"}
+
+
+def test_refusals_are_counted_per_series_key_from_zero(sdk: SDK) -> None:
+    report = StreamReport(
+        "anthropic.messages", Outcome.INCOMPLETE, provider_name="anthropic", response_model="c"
+    )
+    telemetry = record(sdk, report)
+    series = {
+        semconv.ROUTE: "anthropic.messages",
+        semconv.SERVER_ADDRESS: "127.0.0.1",
+        semconv.GEN_AI_PROVIDER_NAME: "anthropic",
+        semconv.GEN_AI_RESPONSE_MODEL: "c",
+    }
+    # Pre-created with the stream's series key, so the first refusal is an increase.
+    assert [(p.attributes, p.value) for p in sdk.points(semconv.STREAM_REFUSALS.name)] == [
+        (series, 0)
+    ]
+    for _ in range(2):
+        telemetry.record_metrics(dataclasses.replace(report, refusal=True), "127.0.0.1")
+    assert [(p.attributes, p.value) for p in sdk.points(semconv.STREAM_REFUSALS.name)] == [
+        (series, 2)
+    ]
+
+
+def test_open_server_run_calls_are_not_counted_as_invalid_client_calls(sdk: SDK) -> None:
+    # One client call and one server-run call both cut open: the report's open count covers both.
+    report = StreamReport(
+        "anthropic.messages",
+        Outcome.TRUNCATED,
+        provider_name="anthropic",
+        tool_call_count=1,
+        open_accumulator_count=2,
+        server_tool_call_count=1,
+    )
+    record(sdk, report)
+    counted = {
+        (p.attributes[semconv.TOOL_CALL_KIND], p.attributes.get(semconv.TOOL_CALL_VALID)): p.value
+        for p in sdk.points(semconv.TOOL_CALLS.name)
+        if p.value
+    }
+    assert counted == {("client", False): 1, ("server", None): 1}

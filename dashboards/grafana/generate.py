@@ -27,6 +27,7 @@ RANGE = "$__range"
 STREAMS = "otelsse_streams_total"
 ACTIVE = "otelsse_streams_active"
 TOOL_CALLS = "otelsse_tool_calls_total"
+REFUSALS = "otelsse_stream_refusals_total"
 INSTRUMENTATION_ERRORS = "otelsse_instrumentation_errors_total"
 TTFE = "otelsse_stream_time_to_first_event_seconds_bucket"
 DURATION = "otelsse_stream_duration_seconds_bucket"
@@ -113,6 +114,9 @@ if {outcome for outcome, _, _ in FAILURES} != semconv.ERROR_OUTCOMES:
     raise SystemExit("FAILURES must list exactly semconv.ERROR_OUTCOMES; update the generator")
 ERROR_REGEX = "|".join(outcome for outcome, _, _ in FAILURES)
 ERROR_MATCHER = f'otelsse_outcome=~"{ERROR_REGEX}"'
+#: Only calls the application runs have arguments to validate; server-run ones have no validity.
+CLIENT_CALLS = f'otelsse_tool_call_kind="{semconv.TOOL_CALL_CLIENT}"'
+INVALID_CALLS = 'otelsse_tool_call_valid="false"'
 
 OUTCOME_COLORS = {
     "complete": "green",
@@ -160,11 +164,26 @@ def over_range(metric: str, *matchers: str, by: tuple[str, ...] = ()) -> str:
     return _aggregate("increase", RANGE, metric, matchers, by)
 
 
-def ratio(metric: str, matcher: str, by: tuple[str, ...] = (), window: str = RATE) -> str:
-    """Share of ``metric`` matching ``matcher``: numerator and denominator grouped alike."""
+def ratio(
+    metric: str,
+    matcher: str,
+    by: tuple[str, ...] = (),
+    window: str = RATE,
+    *,
+    among: tuple[str, ...] = (),
+) -> str:
+    """Share of ``metric`` (its series matching ``among``) that matches ``matcher``: numerator
+    and denominator grouped alike."""
     fn = "rate" if window == RATE else "increase"
-    part = _aggregate(fn, window, metric, (matcher,), by)
-    return f"{part} / {_aggregate(fn, window, metric, (), by)}"
+    part = _aggregate(fn, window, metric, (*among, matcher), by)
+    return f"{part} / {_aggregate(fn, window, metric, among, by)}"
+
+
+def share_of_streams(metric: str, by: tuple[str, ...] = (), window: str = RATE) -> str:
+    """``metric`` (a per-stream counter with the streams' series key) per finished stream."""
+    fn = "rate" if window == RATE else "increase"
+    part = _aggregate(fn, window, metric, (), by)
+    return f"{part} / {_aggregate(fn, window, STREAMS, (), by)}"
 
 
 def quantile(q: float, bucket: str, by: tuple[str, ...] = (), window: str = RATE) -> str:
@@ -375,11 +394,12 @@ def overview_row() -> list[Json]:
         ),
         stat(
             "Invalid tool calls",
-            "Share of tool calls whose arguments were not valid (not exactly one JSON value), "
-            f"{_BY_RANGE}. Running a tool from broken arguments is a correctness bug: check "
-            "which model and route produce them (tool-call panels) and whether streams were "
-            "truncated mid-call. Empty when no tool calls were made.",
-            ratio(TOOL_CALLS, 'otelsse_tool_call_valid="false"', window=RANGE),
+            "Share of the tool calls the application runs whose arguments were not valid (not "
+            f"exactly one JSON value), {_BY_RANGE}; calls the provider ran itself have no "
+            "arguments to check and are left out. Running a tool from broken arguments is a "
+            "correctness bug: check which model and route produce them (tool-call panels) and "
+            "whether streams were truncated mid-call. Empty when no tool calls were made.",
+            ratio(TOOL_CALLS, INVALID_CALLS, window=RANGE, among=(CLIENT_CALLS,)),
             unit="percentunit",
             steps=PERCENT_STEPS,
         ),
@@ -591,7 +611,7 @@ def latency_row() -> list[Json]:
 
 def stop_and_tools_row() -> list[Json]:
     return [
-        row("Stop reasons and tool calls"),
+        row("Stop reasons, refusals and tool calls"),
         timeseries(
             "Stop reasons",
             "Finished streams per second by the provider's stop/finish reason as sent (stop, "
@@ -621,27 +641,40 @@ def stop_and_tools_row() -> list[Json]:
             'otelsse_stop_reason!=""',
         ),
         timeseries(
-            "Tool calls by validity",
-            "Tool calls per second whose arguments were valid (exactly one JSON value) or not. "
-            "Invalid calls must never reach the tool: if they rise, check truncation in the "
-            "same period and which model produces them.",
+            "Refusal rate by route",
+            "Share of each route's finished streams in which the model refused (OpenAI refusal "
+            "text, Anthropic stop_reason refusal), whatever their outcome. Refusals are not "
+            "failures and count as good in the SLO: a rise follows a prompt, policy or model "
+            "change, not an outage. Split by model in the Models table.",
+            [target(share_of_streams(REFUSALS, by=("otelsse_route",)), "{{otelsse_route}}")],
+            unit="percentunit",
+            steps=PERCENT_STEPS,
+        ),
+        timeseries(
+            "Tool calls by kind and validity",
+            "Tool calls per second: those the application runs, by whether their arguments "
+            "were valid (exactly one JSON value), and those the provider ran itself (server, "
+            "e.g. web search; no validity). Invalid calls must never reach the tool: if they "
+            "rise, check truncation in the same period and which model produces them.",
             [
                 target(
-                    per_second(TOOL_CALLS, by=("otelsse_tool_call_valid",)),
-                    "valid={{otelsse_tool_call_valid}}",
+                    per_second(
+                        TOOL_CALLS, by=("otelsse_tool_call_kind", "otelsse_tool_call_valid")
+                    ),
+                    "{{otelsse_tool_call_kind}} {{otelsse_tool_call_valid}}",
                 )
             ],
             unit="reqps",
             stack=True,
-            colors={"valid=true": "green", "valid=false": "red"},
+            colors={"client true": "green", "client false": "red"},
         ),
         timeseries(
             "Invalid tool calls by route",
-            "Share of each route's tool calls with invalid arguments. Empty for routes that "
-            "made no tool calls in the window.",
+            "Share of each route's tool calls run by the application with invalid arguments. "
+            "Empty for routes that made no such tool calls in the window.",
             [
                 target(
-                    ratio(TOOL_CALLS, 'otelsse_tool_call_valid="false"', by=("otelsse_route",)),
+                    ratio(TOOL_CALLS, INVALID_CALLS, by=("otelsse_route",), among=(CLIENT_CALLS,)),
                     "{{otelsse_route}}",
                 )
             ],
@@ -691,7 +724,12 @@ def errors_row() -> list[Json]:
 
 def breakdown_row() -> list[Json]:
     by_model = ("gen_ai_provider_name", "gen_ai_response_model", "server_address")
-    renamed = {"Value #A": "Streams", "Value #B": "Failure %", "Value #C": "TTFE p95"}
+    renamed = {
+        "Value #A": "Streams",
+        "Value #B": "Failure %",
+        "Value #C": "TTFE p95",
+        "Value #D": "Refusal %",
+    }
     return [
         row("Breakdown"),
         matrix_table(
@@ -704,8 +742,9 @@ def breakdown_row() -> list[Json]:
         table(
             "Models",
             f"Per provider, model and server, {_BY_RANGE}: finished streams, share of "
-            "server-side failures and time-to-first-event p95. Sort by a column to find the "
-            "worst model.",
+            "server-side failures, time-to-first-event p95 and share of refusals. Sort by a "
+            "column to find the worst model. A model or server of _OTHER is otelsse's overflow: "
+            "more combinations than its caps (docs/reference.md).",
             [
                 target(over_range(STREAMS, by=by_model), table=True),
                 target(
@@ -713,6 +752,7 @@ def breakdown_row() -> list[Json]:
                     table=True,
                 ),
                 target(quantile(0.95, TTFE, by_model, RANGE), table=True),
+                target(share_of_streams(REFUSALS, by_model, RANGE), table=True),
             ],
             [
                 {"id": "merge", "options": {}},
@@ -729,7 +769,11 @@ def breakdown_row() -> list[Json]:
                         {"id": "decimals", "value": 2},
                     ],
                 }
-                for name, unit in (("Failure %", "percentunit"), ("TTFE p95", "s"))
+                for name, unit in (
+                    ("Failure %", "percentunit"),
+                    ("TTFE p95", "s"),
+                    ("Refusal %", "percentunit"),
+                )
             ],
         ),
     ]

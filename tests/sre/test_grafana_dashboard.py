@@ -8,7 +8,8 @@ every referenced variable exists and every variable is used. Every query, with t
 "All", selects only series and labels in ``tests.sre._promql.EXPORTED`` (per selector, and per
 expression for grouping labels), parses with the real ``promtool check rules``, and returns data
 under ``promtool test rules`` on synthetic series shaped like otelsse's export (outcomes
-pre-created at 0, stop reason absent on truncations, the generic route without provider). The
+pre-created at 0, stop reason absent on truncations, the generic route without provider,
+refusals and server-run tool calls). The
 committed JSON must equal ``generate.py``'s output, and the provisioning YAML must point at the
 documented paths and provide the data source uids.
 """
@@ -45,6 +46,7 @@ _LABEL_VALUES = re.compile(r"^label_values\((?:(.+),\s*)?(\w+)\)$")
 #: Closed label-value sets a matcher may name; a typo there would silently match nothing.
 _KNOWN_VALUES = {
     "otelsse_outcome": {outcome.value for outcome in Outcome},
+    "otelsse_tool_call_kind": set(semconv.TOOL_CALL_KINDS),
     "otelsse_tool_call_valid": {"true", "false"},
     "otelsse_instrumentation_stage": set(semconv.INSTRUMENTATION_STAGES),
 }
@@ -291,8 +293,9 @@ def _series(metric: str, labels: dict[str, str], values: str) -> dict[str, str]:
 def _contract_shaped_series() -> list[dict[str, str]]:
     """Twenty minutes of series shaped as otelsse exports them: every outcome pre-created at 0
     without a stop reason, finished streams with one, truncations without, a provider route and
-    the generic route (no provider or model), tool calls of both validities, every
-    instrumentation stage at 0, and the scope labels that queries must aggregate away."""
+    the generic route (no provider or model), the application's tool calls of both validities
+    and server-run ones without validity, refusals (pre-created at 0), every instrumentation
+    stage at 0, and the scope labels that queries must aggregate away."""
     target = {"job": "otelsse-demo", "instance": "127.0.0.1:9464", "otel_scope_name": "otelsse"}
     routes = [
         {
@@ -329,10 +332,14 @@ def _contract_shaped_series() -> list[dict[str, str]]:
             if bucket.endswith("_bucket")
             for le in ("1", "+Inf")
         ]
+        client = key | {"otelsse_tool_call_kind": semconv.TOOL_CALL_CLIENT}
         series += [
-            _series("otelsse_tool_calls_total", key | {"otelsse_tool_call_valid": valid}, values)
+            _series("otelsse_tool_calls_total", client | {"otelsse_tool_call_valid": valid}, values)
             for valid, values in (("true", "0+2x20"), ("false", "0+1x20"))
         ]
+        server = key | {"otelsse_tool_call_kind": semconv.TOOL_CALL_SERVER}
+        series.append(_series("otelsse_tool_calls_total", server, "0+1x20"))
+        series.append(_series("otelsse_stream_refusals_total", key, "0x10 0+1x10"))
         active = {k: v for k, v in key.items() if k in EXPORTED["otelsse_streams_active"]}
         series.append(_series("otelsse_streams_active", active, "2x20"))
     return series

@@ -1,0 +1,225 @@
+"""Metric cardinality stays inside the OpenTelemetry SDK's limit whatever the traffic.
+
+The SDK keeps at most ``_DEFAULT_CARDINALITY_LIMIT`` attribute sets per instrument; any later
+point lands in one ``otel.metric.overflow=true`` series that has lost every attribute, the
+outcome included. So ``Telemetry`` is fed thousands of streams over every built-in route,
+hundreds of hosts and models, a hundred stop reasons and every outcome, and read back through a
+real SDK ``MeterProvider`` and ``InMemoryMetricReader``: no point may overflow, every
+instrument stays within the worst case ``semconv.max_series`` documents (itself well inside the
+SDK's limit), and every stream is still counted under its own outcome.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+from opentelemetry.sdk.metrics._internal._view_instrument_match import (
+    _DEFAULT_CARDINALITY_LIMIT,
+)
+
+from otelsse import semconv
+from otelsse.monitor import Outcome, StreamReport
+from otelsse.routes import AUTO, BUILT_IN
+from otelsse.telemetry import OTHER, Telemetry
+from tests._otel import Point
+from tests._otel import Telemetry as SDK
+
+OVERFLOW = "otel.metric.overflow"
+OUTCOMES = list(Outcome)
+#: Streams fed by the load test: every (route, outcome) pair many times over.
+STREAMS = 6000
+HOSTS = [f"host-{i}.example.test" for i in range(300)]
+MODELS = [f"model-{i}" for i in range(300)]
+STOP_REASONS = [f"stop-{i}" for i in range(100)]
+
+
+def worst_case(spec: semconv.MetricSpec) -> int:
+    return semconv.max_series(spec, routes=len(BUILT_IN), outcomes=len(Outcome))
+
+
+def series_count(sdk: SDK, spec: semconv.MetricSpec) -> int:
+    return len(sdk.points(spec.name))
+
+
+def by(points: list[Point], key: str) -> Counter[object]:
+    totals: Counter[object] = Counter()
+    for point in points:
+        totals[point.attributes.get(key)] += int(point.value)
+    return totals
+
+
+def report(rng: random.Random, outcome: Outcome) -> StreamReport:
+    route = rng.choice(BUILT_IN)
+    tool_calls = rng.randrange(4)
+    return StreamReport(
+        route.name,
+        outcome,
+        stop_reason=rng.choice([None, *STOP_REASONS]),
+        provider_name=route.provider,
+        response_model=rng.choice(MODELS) if route.provider else None,
+        duration=rng.random() * 60,
+        time_to_first_event=rng.random(),
+        max_inter_event_gap=rng.random(),
+        event_count=rng.randrange(500),
+        bytes_received=rng.randrange(100_000),
+        tool_call_count=tool_calls,
+        tool_call_invalid_count=rng.randrange(tool_calls + 1),
+        server_tool_call_count=rng.randrange(3),
+        refusal=rng.random() < 0.1,
+    )
+
+
+@pytest.fixture(scope="module")
+def load() -> tuple[SDK, list[tuple[StreamReport, str]]]:
+    """``STREAMS`` finished streams through one ``Telemetry``, round-robin over the outcomes."""
+    sdk = SDK()
+    telemetry = Telemetry(sdk.tracer_provider, sdk.meter_provider)
+    rng = random.Random(20261202)
+    fed = [(report(rng, OUTCOMES[i % len(OUTCOMES)]), rng.choice(HOSTS)) for i in range(STREAMS)]
+    for stream, host in fed:
+        telemetry.record_metrics(stream, host)
+    return sdk, fed
+
+
+def test_the_documented_limit_is_the_sdk_default_and_every_worst_case_is_well_inside() -> None:
+    assert semconv.SDK_CARDINALITY_LIMIT == _DEFAULT_CARDINALITY_LIMIT
+    for spec in semconv.METRICS:
+        assert worst_case(spec) <= semconv.SDK_CARDINALITY_LIMIT // 2, spec.name
+    # Registered routes add to the worst case, slowly: dozens still fit under the SDK's limit.
+    for spec in semconv.METRICS:
+        with_many_routes = semconv.max_series(spec, routes=40, outcomes=len(Outcome))
+        assert with_many_routes < semconv.SDK_CARDINALITY_LIMIT, spec.name
+
+
+def test_no_point_overflows_and_every_instrument_stays_within_its_worst_case(
+    load: tuple[SDK, list[tuple[StreamReport, str]]],
+) -> None:
+    sdk, _ = load
+    assert [p for p in sdk.points() if OVERFLOW in p.attributes] == []
+    for spec in semconv.METRICS:
+        assert series_count(sdk, spec) <= worst_case(spec), spec.name
+    # The load really did exhaust every cap: the overflow values are in use.
+    points = sdk.points(semconv.STREAMS.name)
+    for key in (semconv.SERVER_ADDRESS, semconv.GEN_AI_RESPONSE_MODEL, semconv.STOP_REASON):
+        assert OTHER in {p.attributes.get(key) for p in points}, key
+
+
+def test_every_stream_is_counted_under_its_own_outcome(
+    load: tuple[SDK, list[tuple[StreamReport, str]]],
+) -> None:
+    sdk, fed = load
+    expected = Counter(stream.outcome.value for stream, _ in fed)
+    assert by(sdk.points(semconv.STREAMS.name), semconv.OUTCOME) == expected
+    # The histograms share the streams' attributes: each one counts every stream by outcome.
+    assert by(sdk.points(semconv.STREAM_DURATION.name), semconv.OUTCOME) == expected
+    assert by(sdk.points(semconv.STREAM_BYTES.name), semconv.OUTCOME) == expected
+
+
+def test_tool_calls_and_refusals_are_all_counted(
+    load: tuple[SDK, list[tuple[StreamReport, str]]],
+) -> None:
+    sdk, fed = load
+    tool_calls = sdk.points(semconv.TOOL_CALLS.name)
+    assert by(tool_calls, semconv.TOOL_CALL_KIND) == {
+        "client": sum(stream.tool_call_count for stream, _ in fed),
+        "server": sum(stream.server_tool_call_count for stream, _ in fed),
+    }
+    client = [p for p in tool_calls if p.attributes[semconv.TOOL_CALL_KIND] == "client"]
+    assert by(client, semconv.TOOL_CALL_VALID)[False] == sum(
+        stream.tool_call_invalid_count for stream, _ in fed
+    )
+    refusals = sum(p.value for p in sdk.points(semconv.STREAM_REFUSALS.name))
+    assert refusals == sum(stream.refusal for stream, _ in fed)
+
+
+def test_active_streams_over_hundreds_of_hosts_stay_within_their_worst_case() -> None:
+    sdk = SDK()
+    telemetry = Telemetry(sdk.tracer_provider, sdk.meter_provider)
+    routes = [AUTO, *(route.name for route in BUILT_IN)]
+    started = [
+        {semconv.ROUTE: routes[i % len(routes)], semconv.SERVER_ADDRESS: HOSTS[i % len(HOSTS)]}
+        for i in range(2 * len(HOSTS))
+    ]
+    for attributes in started:
+        telemetry.stream_started(attributes)
+    assert sdk.active_streams() == len(started)
+    assert series_count(sdk, semconv.STREAMS_ACTIVE) <= worst_case(semconv.STREAMS_ACTIVE)
+    # stream_finished takes the attributes stream_started took: each one lands where it began.
+    for attributes in started:
+        telemetry.stream_finished(attributes)
+    assert {p.value for p in sdk.points(semconv.STREAMS_ACTIVE.name)} == {0}
+    assert [p for p in sdk.points() if OVERFLOW in p.attributes] == []
+
+
+def test_truncations_stay_visible_after_two_hundred_endpoint_and_model_pairs() -> None:
+    """The original failure: 4 endpoints x 50 models of zero series passed the SDK's limit, so
+    the truncations that followed were counted without any outcome."""
+    sdk = SDK()
+    telemetry = Telemetry(sdk.tracer_provider, sdk.meter_provider)
+    for host in HOSTS[:4]:
+        for model in MODELS[:50]:
+            complete = StreamReport(
+                "openai.chat_completions",
+                Outcome.COMPLETE,
+                stop_reason="stop",
+                provider_name="openai",
+                response_model=model,
+            )
+            telemetry.record_metrics(complete, host)
+    for i in range(10):
+        truncated = StreamReport(
+            "openai.chat_completions",
+            Outcome.TRUNCATED,
+            provider_name="openai",
+            response_model=MODELS[i],
+        )
+        telemetry.record_metrics(truncated, HOSTS[i % 4])
+    assert [p for p in sdk.points() if OVERFLOW in p.attributes] == []
+    assert sdk.streams_by_outcome()[Outcome.TRUNCATED.value] == 10
+
+
+def test_zero_outcomes_only_for_the_first_series_keys_and_later_keys_keep_their_route() -> None:
+    sdk = SDK()
+    telemetry = Telemetry(sdk.tracer_provider, sdk.meter_provider, max_model_names=1000)
+    extra = 10
+    for i in range(semconv.MAX_SERIES_KEYS + extra):
+        stream = StreamReport(
+            "anthropic.messages",
+            Outcome.TRUNCATED,
+            provider_name="anthropic",
+            response_model=MODELS[i],
+        )
+        telemetry.record_metrics(stream, "api.anthropic.test")
+    points = sdk.points(semconv.STREAMS.name)
+    zero_keys = {
+        p.attributes[semconv.GEN_AI_RESPONSE_MODEL]
+        for p in points
+        if p.attributes[semconv.OUTCOME] == Outcome.COMPLETE.value
+    }
+    assert zero_keys == set(MODELS[: semconv.MAX_SERIES_KEYS])
+    overflow = [p for p in points if p.attributes[semconv.GEN_AI_RESPONSE_MODEL] == OTHER]
+    assert [(p.attributes, p.value) for p in overflow] == [
+        (
+            {
+                semconv.ROUTE: "anthropic.messages",
+                semconv.SERVER_ADDRESS: OTHER,
+                semconv.GEN_AI_PROVIDER_NAME: "anthropic",
+                semconv.GEN_AI_RESPONSE_MODEL: OTHER,
+                semconv.OUTCOME: Outcome.TRUNCATED.value,
+            },
+            extra,
+        )
+    ]
+
+
+def test_server_addresses_are_capped_like_model_names() -> None:
+    sdk = SDK()
+    telemetry = Telemetry(sdk.tracer_provider, sdk.meter_provider, max_server_addresses=3)
+    for host in HOSTS[:5]:
+        telemetry.record_metrics(StreamReport("generic", Outcome.EOF_UNVERIFIED), host)
+        telemetry.stream_started({semconv.ROUTE: "generic", semconv.SERVER_ADDRESS: host})
+    for spec in (semconv.STREAMS, semconv.STREAMS_ACTIVE):
+        hosts = {p.attributes[semconv.SERVER_ADDRESS] for p in sdk.points(spec.name) if p.value}
+        assert hosts == {*HOSTS[:3], OTHER}, spec.name
