@@ -259,11 +259,14 @@ class StreamMonitor:
         if state.limit_stage is None:
             self._adapter.on_close(state)
         adapter = self._adapter.resolved()
-        tool_calls = state.tool_calls
-        invalid_tools = sum(1 for call in tool_calls if call.closed and not call.valid)
-        open_tools = sum(1 for call in tool_calls if not call.closed)
-        server_tools = sum(1 for call in tool_calls if call.kind == SERVER)
-        outcome = self._classify(error, adapter, invalid_tools + open_tools)
+        # A call the provider ran itself is counted apart; its arguments are judged all the same
+        # (a broken argument stream is a broken stream), so the outcome weighs every call.
+        client_calls = [call for call in state.tool_calls if call.kind != SERVER]
+        server_tools = len(state.tool_calls) - len(client_calls)
+        invalid_tools = sum(1 for call in client_calls if call.closed and not call.valid)
+        open_tools = sum(1 for call in client_calls if not call.closed)
+        unusable = sum(1 for call in state.tool_calls if not call.valid)
+        outcome = self._classify(error, adapter, unusable)
         start = self._started_at
         first_event = self._first_event_at
         return StreamReport(
@@ -283,7 +286,7 @@ class StreamMonitor:
             pending_event_chars=parser.pending_event_chars,
             discarded_event=parser.discarded_event,
             open_accumulator_count=open_tools,
-            tool_call_count=len(tool_calls) - server_tools,
+            tool_call_count=len(client_calls),
             tool_call_invalid_count=invalid_tools,
             server_tool_call_count=server_tools,
             refusal=state.refused,

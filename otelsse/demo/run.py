@@ -422,7 +422,10 @@ def summarize(
                         outcome = str(attributes[semconv.OUTCOME])
                         route[outcome] = route.get(outcome, 0) + int(point.value)
                     elif metric.name == semconv.TOOL_CALLS.name:
-                        tool_calls[bool(attributes[semconv.TOOL_CALL_VALID])] += int(point.value)
+                        # Calls the provider ran itself carry no validity: not the app's calls.
+                        valid = attributes.get(semconv.TOOL_CALL_VALID)
+                        if valid is not None:
+                            tool_calls[bool(valid)] += int(point.value)
     return Summary(
         streams={route: outcomes for route, outcomes in sorted(streams.items())},
         time_to_first_event_p50=histogram_quantile(0.5, bounds, buckets),

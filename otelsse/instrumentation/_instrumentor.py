@@ -43,6 +43,7 @@ OPTIONS = (
     "host_profiles",
     "limits",
     "max_model_names",
+    "max_server_addresses",
     "meter_provider",
     "routes",
     "tracer_provider",
@@ -69,6 +70,8 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     - ``clients``: which of ``"httpx"``, ``"httpx2"``, ``"requests"`` to patch (default: every
       one that is installed).
     - ``max_model_names``: distinct model names in metrics before ``_OTHER`` (default 50).
+    - ``max_server_addresses``: distinct ``server.address`` values in metrics before ``_OTHER``
+      (default 20).
 
     Any other option raises ``TypeError``; an unknown client or host profile, ``ValueError``.
     """
@@ -121,9 +124,15 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         excluded_urls: str | Iterable[str] | None = None,
         clients: Iterable[str] = tuple(CLIENT_MODULES),
         max_model_names: int = semconv.DEFAULT_MAX_MODEL_NAMES,
+        max_server_addresses: int = semconv.DEFAULT_MAX_SERVER_ADDRESSES,
     ) -> None:
         settings = Settings(
-            Telemetry(tracer_provider, meter_provider, max_model_names=max_model_names),
+            Telemetry(
+                tracer_provider,
+                meter_provider,
+                max_model_names=max_model_names,
+                max_server_addresses=max_server_addresses,
+            ),
             limits or Limits(),
             _excluded_urls(excluded_urls),
         )

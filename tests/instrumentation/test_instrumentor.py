@@ -15,7 +15,7 @@ import pytest
 
 import otelsse
 from otelsse import Limits, semconv
-from otelsse.instrumentation import OPTIONS, SSEInstrumentor
+from otelsse.instrumentation import HOST_PROFILES_ENV, OPTIONS, SSEInstrumentor
 from otelsse.routes import OpenAIChatRoute, Request, match_route, route_names
 from otelsse.telemetry import OTHER
 from tests._fixtures import read_fixture
@@ -102,6 +102,75 @@ def test_model_names_beyond_the_cap_are_other(server: SSEServer) -> None:
         }
     finally:
         otel.uninstall()
+
+
+def test_max_server_addresses_caps_the_hosts_in_metrics(server: SSEServer) -> None:
+    url = server.route("/v1/chat/completions", Reply(read_fixture(CHAT)))
+    otel = Telemetry().install(max_server_addresses=1)
+    try:
+        for host in ("127.0.0.1", "localhost"):
+            stream(url.replace("127.0.0.1", host))
+        counted = {
+            p.attributes[semconv.SERVER_ADDRESS]
+            for p in otel.points(semconv.STREAMS.name)
+            if p.value
+        }
+        assert counted == {"127.0.0.1", OTHER}
+    finally:
+        otel.uninstall()
+
+
+def test_host_profiles_choose_the_rules_for_a_host_of_your_own(server: SSEServer) -> None:
+    """A gateway without ``[DONE]``: truncated by the strict rule, complete by its profile."""
+    body = read_fixture(CHAT).replace(b"data: [DONE]\n\n", b"")
+    url = server.route("/v1/chat/completions", Reply(body))
+    for option, outcome, profile in [
+        ({}, "truncated", None),
+        (
+            {"host_profiles": {"127.0.0.1": "openai.chat_completions:no_done"}},
+            "complete",
+            "no_done",
+        ),
+    ]:
+        otel = Telemetry().install(**option)
+        try:
+            assert stream(url) == body
+            attributes = otel.stream_span().attributes
+            assert attributes is not None
+            assert attributes[semconv.OUTCOME] == outcome
+            assert attributes.get(semconv.ROUTE_PROFILE) == profile
+        finally:
+            otel.uninstall()
+    assert match_route(Request("POST", "127.0.0.1", "/v1/chat/completions")) is OpenAIChatRoute
+
+
+def test_host_profiles_from_the_environment_skip_unknown_entries(
+    server: SSEServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = read_fixture(CHAT).replace(b"data: [DONE]\n\n", b"")
+    url = server.route("/v1/chat/completions", Reply(body))
+    monkeypatch.setenv(
+        HOST_PROFILES_ENV, "x.example=nope:nope, 127.0.0.1=openai.chat_completions:no_done,"
+    )
+    with caplog.at_level(logging.WARNING, logger="otelsse"):
+        otel = Telemetry().install()
+    try:
+        stream(url)
+        attributes = otel.stream_span().attributes
+        assert attributes is not None
+        assert attributes[semconv.OUTCOME] == "complete"
+    finally:
+        otel.uninstall()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"otelsse ignores the {HOST_PROFILES_ENV} entry 'x.example=nope:nope'"
+    ]
+
+
+def test_a_wrong_host_profile_option_is_a_value_error() -> None:
+    for option in ({"h": "openai.chat_completions"}, {"h": "openai.chat_completions:nope"}):
+        with pytest.raises(ValueError, match="host_profiles"):
+            otelsse.instrument(host_profiles=option)
+    assert not SSEInstrumentor().is_instrumented_by_opentelemetry
 
 
 @pytest.mark.parametrize("option", ["limit", "clientz", "tracer"])

@@ -182,6 +182,9 @@ def check_metrics(otel: Telemetry, span: dict[str, Any]) -> None:
 
     calls = otel.points(semconv.TOOL_CALLS.name)
     assert all(p.unit == semconv.TOOL_CALLS.unit for p in calls)
+    server = [p for p in calls if p.attributes[semconv.TOOL_CALL_KIND] == semconv.TOOL_CALL_SERVER]
+    assert sum(p.value for p in server) == span[semconv.SERVER_TOOL_CALL_COUNT]
+    calls = [p for p in calls if p.attributes[semconv.TOOL_CALL_KIND] == semconv.TOOL_CALL_CLIENT]
     assert sum(p.value for p in calls) == span[semconv.TOOL_CALL_COUNT]
     # A call whose arguments never closed cannot be counted as valid.
     invalid = span[semconv.TOOL_CALL_INVALID_COUNT] + span[semconv.OPEN_ACCUMULATOR_COUNT]

@@ -111,6 +111,7 @@ def test_instrumentation_only_attributes_are_the_ones_a_report_cannot_give() -> 
     report = dataclasses.replace(
         monitor.close(1.0),
         outcome=Outcome.TRUNCATED,
+        route_profile="no_done",
         buffer_limit_stage="line",
         provider_error_code="overloaded_error",
         input_tokens=1,
