@@ -180,7 +180,9 @@ class _Enforcer:
         self._delivered: dict[tuple[bool, int], int] = {}
 
     @staticmethod
-    def _check_response(client: Client, response: Any, route: str | type[Route] | None) -> str | type[Route] | None:
+    def _check_response(
+        client: Client, response: Any, route: str | type[Route] | None
+    ) -> str | type[Route] | None:
         """Refuse a response that cannot be a stream; return the route (detected if None)."""
         status = client.status(response)
         content_type = client.headers(response).get("content-type")
