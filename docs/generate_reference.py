@@ -19,7 +19,7 @@ from pathlib import Path
 
 from otelsse import semconv
 from otelsse.monitor import Outcome
-from otelsse.routes import AUTO, BUILT_IN
+from otelsse.routes import AUTO, BUILT_IN, BUILT_IN_PROFILES
 from otelsse.semconv import prometheus_label, prometheus_series
 
 OUTPUT = Path(__file__).with_name("reference.md")
@@ -190,6 +190,15 @@ def _closed_sets() -> list[str]:
         )
         for route in BUILT_IN
     ]
+    profiles = [
+        (
+            f"`{profile.profile}`",
+            f"`{profile.full_name()}`",
+            _code(profile.hosts),
+            " ".join((profile.__doc__ or "").split()).replace("``", "`"),
+        )
+        for profile in BUILT_IN_PROFILES
+    ]
     return [
         "## Label values",
         "",
@@ -222,6 +231,16 @@ def _closed_sets() -> list[str]:
         f"`{semconv.STREAMS_ACTIVE.name}`, see `{semconv.ROUTE}` above).",
         "",
         *_table(("route", "provider", "e.g. request", "success stops"), routes),
+        "",
+        f"### `{semconv.ROUTE_PROFILE}`",
+        "",
+        "The built-in host profiles: variants of a route's contract for the servers that bend it "
+        "on purpose, chosen by the request's host (`.example.com` covers its subdomains). "
+        "`register_host()` and `instrument(host_profiles=...)` add hosts, and a `Route` "
+        "subclass that sets `profile` adds a profile. What each OpenAI-compatible service "
+        "sends at the end of a stream, with sources: [gateways.md](gateways.md).",
+        "",
+        *_table(("profile", "route name", "built-in hosts", "what it allows"), profiles),
         "",
     ]
 

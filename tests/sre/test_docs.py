@@ -164,7 +164,7 @@ def test_documented_scope_kind_and_request_id_cap_hold_for_an_instrumented_strea
 
 def test_links_between_the_docs_resolve() -> None:
     targets = set(re.findall(r"\]\(([\w.-]+\.md)\)", REFERENCE + OUTCOMES))
-    assert targets == {"reference.md", "outcomes.md", "runbooks.md"}
+    assert targets == {"reference.md", "outcomes.md", "runbooks.md", "gateways.md"}
     assert [target for target in targets if not (DOCS / target).is_file()] == []
 
 
