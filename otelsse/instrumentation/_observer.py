@@ -28,7 +28,7 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import Span
 
 from .. import semconv
-from .._core.http import is_event_stream, stream_violation
+from .._core.http import is_event_stream, may_stream, stream_violation
 from ..monitor import Limits, Outcome, StreamError, StreamMonitor, StreamReport
 from ..routes import AUTO, Request, Route, match_route
 from ..telemetry import MetricAttributes, Telemetry
@@ -84,11 +84,13 @@ class Settings:
 
         ``url`` is the client's URL object (made text only when needed); ``stream_asked`` and
         ``accept`` are asked only for a request on a known route. Returns None for an excluded
-        URL. A request that a known streaming route expects to be SSE (``"stream": true``, an
-        SSE ``Accept``, or a URL that always streams) gets its span now, so the HTTP client
-        span nests under it; any other request is watched only for an SSE response, and gets
-        its span then.
+        URL and for a request whose answer has no body (HEAD). A request that a known streaming
+        route expects to be SSE (``"stream": true``, an SSE ``Accept``, or a URL that always
+        streams) gets its span now, so the HTTP client span nests under it; any other request
+        is watched only for an SSE response, and gets its span then.
         """
+        if not may_stream(method):
+            return None
         if self.excluded_urls is not None and self.excluded_urls.search(str(url)):
             return None
         request = Request(method.upper(), url.host, path, query)

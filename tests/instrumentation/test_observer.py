@@ -71,6 +71,14 @@ def watch_url(
     )
 
 
+def test_a_head_request_is_not_watched(sdk: SDK) -> None:
+    """Its answer has no body, whatever its headers say (RFC 9110 §9.3.2)."""
+    settings = Settings(Telemetry(sdk.tracer_provider))
+    for url in ("http://h/v1/chat/completions", "http://h/v1/responses/r1?stream=true"):
+        assert watch_url(settings, "HEAD", url, True, "text/event-stream") is None
+        assert watch_url(settings, "GET", url, True, "text/event-stream") is not None
+
+
 def test_excluded_urls_are_not_watched(sdk: SDK) -> None:
     settings = Settings(Telemetry(sdk.tracer_provider), excluded_urls=re.compile("internal"))
     assert watch_url(settings, "POST", "http://internal/v1/chat/completions") is None
