@@ -151,9 +151,7 @@ def stream_error(error: BaseException) -> StreamError:
     client library recognises as its own: each client module owns its timeout classes) is the
     read deadline. Anything else lost the connection.
     """
-    if isinstance(error, (GeneratorExit, KeyboardInterrupt)):
-        return "cancelled"
-    if type(error).__name__ in ("CancelledError", "Cancelled"):  # asyncio/anyio, trio
+    if isinstance(error, _cancellation_types()):
         return "cancelled"
     builtin = _timeout_types()
     loaded = [get_client(library) for library in CLIENT_MODULES if library in sys.modules]
@@ -161,6 +159,19 @@ def stream_error(error: BaseException) -> StreamError:
         if isinstance(link, builtin) or any(client.is_timeout(link) for client in loaded):
             return "timeout"
     return "transport"
+
+
+def _cancellation_types() -> tuple[type[BaseException], ...]:
+    # anyio cancels with its backend's class: asyncio's or trio's. An event loop that was never
+    # imported cannot have cancelled anything, so neither is imported here.
+    kinds: list[type[BaseException]] = [GeneratorExit, KeyboardInterrupt]
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is not None:
+        kinds.append(asyncio.CancelledError)
+    trio = sys.modules.get("trio")
+    if trio is not None:
+        kinds.append(trio.Cancelled)
+    return tuple(kinds)
 
 
 def _timeout_types() -> tuple[type[BaseException], ...]:

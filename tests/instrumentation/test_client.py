@@ -9,6 +9,8 @@ responses are the libraries' own classes.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 
 import httpx
 import httpx2
@@ -28,6 +30,15 @@ def _raised_from(error: BaseException, cause: BaseException) -> BaseException:
         return raised
 
 
+class FrameworkCancelled(asyncio.CancelledError):
+    """A framework's own cancellation: asyncio's, under another name."""
+
+
+class Cancelled(Exception):
+    """An error that only shares trio's cancellation's name (google-api-core has one, for a
+    gRPC call the server cancelled)."""
+
+
 _READ_TIMEOUT = urllib3.exceptions.ReadTimeoutError(None, "/", "Read timed out.")  # type: ignore[arg-type]
 _REFUSED = urllib3.exceptions.NewConnectionError(None, "refused")  # type: ignore[arg-type]
 _REQUEST = httpx.Request("POST", "http://h/v1/chat/completions")
@@ -40,6 +51,8 @@ _REQUEST2 = httpx2.Request("POST", "http://h/v1/chat/completions")
         (GeneratorExit(), "cancelled"),
         (KeyboardInterrupt(), "cancelled"),
         (asyncio.CancelledError(), "cancelled"),
+        (FrameworkCancelled(), "cancelled"),
+        (Cancelled(), "transport"),
         (TimeoutError(), "timeout"),
         (_raised_from(OSError("reset"), TimeoutError()), "timeout"),
         (OSError("reset"), "transport"),
@@ -64,6 +77,19 @@ _REQUEST2 = httpx2.Request("POST", "http://h/v1/chat/completions")
 )
 def test_every_client_maps_its_own_exceptions(error: BaseException, kind: StreamError) -> None:
     assert stream_error(error) == kind
+
+
+def test_classifying_an_error_imports_no_event_loop_library() -> None:
+    """trio's and anyio's cancellation are recognised only when their library is loaded: an
+    application that never imported one cannot have been cancelled by it."""
+    code = (
+        "import sys; from otelsse.instrumentation._client import stream_error; "
+        "assert stream_error(KeyboardInterrupt()) == 'cancelled'; "
+        "assert stream_error(OSError()) == 'transport'; "
+        "print(sorted({'trio', 'anyio'} & set(sys.modules)))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "[]"
 
 
 def test_a_cause_cycle_does_not_loop() -> None:

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import trio
 import urllib3
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -389,6 +390,40 @@ def test_cancelling_the_task_that_awaits_the_next_chunk_ends_the_span_once(
         await response.aclose()  # the application's own close afterwards: still once
 
     asyncio.run(main())
+
+    ended_once(otel, "cancelled")
+    assert sdk_trace_warnings(caplog) == []
+
+
+def test_a_stream_cancelled_under_trio_is_cancelled(
+    otel: Telemetry, server: SSEServer, caplog: pytest.LogCaptureFixture, async_client: Client
+) -> None:
+    """httpx's AsyncClient runs under trio through anyio; cancelling its cancel scope raises
+    trio's ``Cancelled`` inside the read that waits on the held body."""
+    url = server.route(PATH, Reply(BODY, piece=PIECE, hold_at=FIRST_EVENT_END))
+
+    async def main() -> None:
+        async with (
+            AsyncSession(async_client, style=async_client.sized_styles[0]) as http,
+            trio.open_nursery() as nursery,
+        ):
+            everything_before_the_hold = trio.Event()
+
+            async def consume() -> None:
+                async with http.stream(url) as response:
+                    got = 0
+                    async for chunk in http.chunks(response):
+                        got += len(chunk)
+                        if got == FIRST_EVENT_END:
+                            everything_before_the_hold.set()  # the next read waits on the hold
+
+            nursery.start_soon(consume)
+            await everything_before_the_hold.wait()
+            assert await trio.to_thread.run_sync(server.held.wait, EVENT_WAIT)
+            opened(otel)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
 
     ended_once(otel, "cancelled")
     assert sdk_trace_warnings(caplog) == []
