@@ -15,6 +15,7 @@ the application's request, response and exceptions are left exactly as they were
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import time
 import weakref
@@ -109,6 +110,7 @@ class Watch:
         "client",
         "context",
         "expects_sse",
+        "pid",
         "route",
         "settings",
         "span",
@@ -132,6 +134,8 @@ class Watch:
         self.expects_sse = expects_sse
         self.started_at = time.perf_counter()
         self.start_time = time.time_ns()
+        # A process forked from this one inherits the watch and its stream; they stay ours.
+        self.pid = os.getpid()
         self.context: Context = otel_context.get_current()
         self.span: Span | None = None
         if expects_sse:
@@ -254,6 +258,7 @@ class StreamObserver:
         "_active_attributes",
         "_ended",
         "_finalizer",
+        "_pid",
         "_span",
         "_span_attributes",
         "_telemetry",
@@ -281,6 +286,7 @@ class StreamObserver:
             route, limits=watch.settings.limits, started_at=watch.started_at
         )
         self._span_attributes = span_attributes
+        self._pid = watch.pid
         self.decode: ContentDecoder | None = None  # set by decode_as() for coded bodies
         self._ended = False
         self.broken = False
@@ -327,6 +333,10 @@ class StreamObserver:
         if self._ended:
             return
         self._ended = True
+        if os.getpid() != self._pid:
+            # A forked child inherited this stream (and ends it at its exit or collection): its
+            # span and metrics are the parent's alone.
+            return
         telemetry = self._telemetry
         try:
             if self._finalizer is not None:

@@ -32,11 +32,16 @@ wrapper) and instrumenting again; every test starts with each client method wrap
 from __future__ import annotations
 
 import asyncio
+import atexit
 import gc
+import json
 import logging
+import os
 import socket
 import time
+import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,7 +51,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import StatusCode
 
 from otelsse import semconv
@@ -427,6 +432,74 @@ def test_a_stream_cancelled_under_trio_is_cancelled(
 
     ended_once(otel, "cancelled")
     assert sdk_trace_warnings(caplog) == []
+
+
+class _EndsTo(SpanProcessor):
+    """Appends ``pid span_id`` to a file for each span that ends, in whichever process: what a
+    forked child ends reaches the parent."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def on_end(self, span: ReadableSpan) -> None:
+        assert span.context is not None
+        with self.path.open("a") as file:
+            file.write(f"{os.getpid()} {span.context.span_id}\n")
+
+
+def _as_a_forked_child(path: Path, otel: Telemetry, drop: Callable[[], None]) -> None:
+    """In the child: ``drop`` the inherited stream, collect it, record what the child's
+    telemetry counted, and exit as a process does (exit handlers and finalizers run)."""
+    code = 1
+    try:
+        drop()
+        gc.collect()
+        counted = {"streams": otel.nonzero_outcomes(), "active": otel.active_streams()}
+        with path.open("a") as file:
+            file.write(f"child {json.dumps(counted)}\n")
+        atexit._run_exitfuncs()
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def test_a_forked_child_never_ends_or_counts_the_streams_it_inherited(
+    otel: Telemetry, server: SSEServer, sync_client: Client, tmp_path: Path
+) -> None:
+    ends = tmp_path / "ends"
+    otel.tracer_provider.add_span_processor(_EndsTo(ends))
+    url = server.route(PATH, Reply(BODY, piece=PIECE, hold_at=FIRST_EVENT_END))
+
+    with Session(sync_client, style=sync_client.sized_styles[0]) as http:
+        response = http.send(url)
+        chunks = iter(http.chunks(response))
+        first = next(chunks)
+        opened(otel)
+
+        def drop() -> None:
+            nonlocal response, chunks
+            del response, chunks
+
+        with warnings.catch_warnings():
+            # Python 3.12+ warns about forking a process with threads (the test server's); the
+            # child runs no thread and only exits.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            child = os.fork()
+        if child == 0:
+            _as_a_forked_child(ends, otel, drop)
+        assert os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) == 0
+        opened(otel)  # the child left the parent's stream alone
+        server.release.set()
+        rest = b"".join(chunks)
+        response.close()
+
+    assert first + rest == BODY
+    span = ended_once(otel, "complete")
+    assert span.context is not None
+    assert ends.read_text().splitlines() == [
+        'child {"streams": {}, "active": 1}',  # inherited: the parent's stream, still open
+        f"{os.getpid()} {span.context.span_id}",
+    ]
 
 
 def _cut(body: bytes) -> int:
