@@ -3,9 +3,9 @@
 ``Session.request`` (not ``Session.send``, which the contrib instrumentation owns and would
 unwrap) makes the span the parent of the contrib HTTP span in either order. The tap is a
 transparent proxy over urllib3's ``HTTPResponse``: ``iter_content``/``iter_lines``/``.content``
-/``.text`` read through its ``stream()``, and an application may call ``raw.read``/``read1``/
-``stream``/``read_chunked`` itself; each call reads the wrapped response directly, so no byte is
-counted twice. A requests ``Session.send(prepared, stream=True)`` called directly is not seen.
+/``.text`` read through its ``stream()``, and an application may read ``raw`` itself in any of
+urllib3's and ``io``'s ways. A requests ``Session.send(prepared, stream=True)`` called directly
+is not seen.
 """
 
 from __future__ import annotations
@@ -28,41 +28,44 @@ __all__ = ["CLIENTS", "RequestsClient"]
 
 
 class _RawTap(Proxy):
-    """``response.raw`` as before, but every body read also goes to the observer."""
+    """``response.raw`` as before, but every body read also goes to the observer.
+
+    Each way urllib3's ``HTTPResponse`` hands out body bytes hands the observer exactly what it
+    returned, and no byte twice: the reads (``read``, ``read1``, ``stream``, ``read_chunked``)
+    call the wrapped response; urllib3's methods built on them (``readinto``, ``data``,
+    ``json``, iteration) run urllib3's own code with the tap as ``self``, so that they read
+    through it; ``io``'s line methods (``readline``, ``readlines``, ``next()``), C code that
+    would read the wrapped response directly, call it and pass on what it returned.
+    """
 
     def __init__(self, raw: Any, observer: StreamObserver, content_encoding: str | None) -> None:
         super().__init__(raw)
         self._self_observer = observer
-        self._self_content_encoding = content_encoding
+        # Until the application first reads the coded bytes themselves.
+        self._self_coded: str | None = content_encoding
 
     def _self_feed(self, data: bytes, decode_content: bool | None) -> None:
         observer = self._self_observer
         if decode_content is None:
             decode_content = self.__wrapped__.decode_content
-        if self._self_content_encoding and not decode_content and observer.decode is None:
+        if self._self_coded and not decode_content:
             # The application reads the coded bytes; the monitor needs them decoded.
-            observer.decode_as(self._self_content_encoding)
+            observer.decode_as(self._self_coded)
+            self._self_coded = None
         observer.feed(data)
 
-    def _self_read(
-        self,
-        read: Callable[..., bytes],
-        to_end: bool,
-        amt: int | None,
-        decode_content: bool | None,
-        *more: Any,
-    ) -> bytes:
-        """One ``read``/``read1`` call; ``to_end``: this call reads the rest of the body."""
-        observer = self._self_observer
+    def _self_call(self, read: Callable[..., Any], *args: Any) -> Any:
+        """One read of the wrapped response; the observer hears how it failed."""
         try:
-            data = read(amt, decode_content, *more)
+            return read(*args)
         except BaseException as exc:
-            observer.fail(exc)
+            self._self_observer.fail(exc)
             raise
+
+    def _self_took(self, data: bytes, decode_content: bool | None, at_end: bool) -> None:
         self._self_feed(data, decode_content)
-        if to_end or not data or self.__wrapped__.closed:
-            observer.finish()
-        return data
+        if at_end:
+            self._self_observer.finish()
 
     def read(
         self,
@@ -70,12 +73,53 @@ class _RawTap(Proxy):
         decode_content: bool | None = None,
         cache_content: bool = False,
     ) -> bytes:
-        read = self.__wrapped__.read
-        return self._self_read(read, amt is None, amt, decode_content, cache_content)
+        data: bytes = self._self_call(self.__wrapped__.read, amt, decode_content, cache_content)
+        # Without a size (or with a negative one) it reads to the end; a zero-size read returns
+        # nothing and is not the end.
+        self._self_took(data, decode_content, amt is None or amt < 0 or (amt > 0 and not data))
+        return data
 
     def read1(self, amt: int | None = None, decode_content: bool | None = None) -> bytes:
         # read1() returns what has arrived, never more than one read's worth.
-        return self._self_read(self.__wrapped__.read1, False, amt, decode_content)
+        data: bytes = self._self_call(self.__wrapped__.read1, amt, decode_content)
+        self._self_took(data, decode_content, not data and amt != 0)
+        return data
+
+    def readinto(self, b: Any) -> int:
+        return type(self.__wrapped__).readinto(self, b)  # type: ignore[no-any-return]
+
+    @property
+    def data(self) -> bytes | None:
+        return type(self.__wrapped__).data.fget(self)  # type: ignore[no-any-return]
+
+    def json(self) -> Any:
+        return type(self.__wrapped__).json(self)
+
+    def readline(self, size: int | None = -1) -> bytes:
+        line: bytes = self._self_call(self.__wrapped__.readline, size)
+        # io's readline stops at a line end, at ``size``, or at the end of the body.
+        at_end = not line.endswith(b"\n") and (size is None or size < 0 or len(line) < size)
+        self._self_took(line, None, at_end)
+        return line
+
+    def readlines(self, hint: int | None = -1) -> list[bytes]:
+        # io's readlines gathers the lines urllib3's iteration yields: decoded.
+        lines: list[bytes] = self._self_call(self.__wrapped__.readlines, hint)
+        for line in lines:
+            self._self_feed(line, True)
+        if hint is None or hint <= 0 or not lines:
+            self._self_observer.finish()
+        return lines
+
+    def __next__(self) -> bytes:
+        # io's: the next readline(), until it returns nothing.
+        line = self.readline()
+        if not line:
+            raise StopIteration
+        return line
+
+    def __iter__(self) -> Iterator[bytes]:
+        return type(self.__wrapped__).__iter__(self)  # type: ignore[no-any-return]
 
     def _self_iterate(
         self, chunks: Iterator[bytes], decode_content: bool | None
@@ -94,21 +138,6 @@ class _RawTap(Proxy):
         return self._self_iterate(
             self.__wrapped__.read_chunked(amt, decode_content), decode_content
         )
-
-    def __iter__(self) -> Iterator[bytes]:
-        # urllib3 iterates lines of its own stream(); read through the tap's stream() instead.
-        buffer: list[bytes] = []
-        for chunk in self.stream(decode_content=True):
-            lines = chunk.split(b"\n")
-            if len(lines) == 1:
-                buffer.append(chunk)
-                continue
-            yield b"".join(buffer) + lines[0] + b"\n"
-            for line in lines[1:-1]:
-                yield line + b"\n"
-            buffer = [lines[-1]] if lines[-1] else []
-        if buffer:
-            yield b"".join(buffer)
 
     def __enter__(self) -> _RawTap:
         # The proxy's own __enter__ would hand out the unwrapped response, bypassing the tap.

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import gc
+import gzip
 import json
 import logging
 import os
@@ -657,6 +658,87 @@ def test_a_requests_raw_body_used_as_a_context_manager_is_still_observed(
     assert data == BODY
     span = ended_once(otel, "complete")
     assert (span.attributes or {})[semconv.BYTES_RECEIVED] == len(BODY)
+
+
+def _readinto(raw: Any) -> bytes:
+    data, buffer = b"", bytearray(100)
+    while size := raw.readinto(buffer):
+        data += buffer[:size]
+    return data
+
+
+def _json(raw: Any) -> Any:
+    try:
+        return raw.json()
+    except ValueError as exc:  # the body is SSE, not JSON: the application's own error
+        return repr(exc)
+
+
+#: Each way an application can read a requests body through ``response.raw`` (urllib3's
+#: ``HTTPResponse``, an ``io.IOBase``), to its end.
+RAW_READS: dict[str, Callable[[Any], Any]] = {
+    "read(0)-then-read()": lambda raw: raw.read(0) + raw.read(),
+    "read(100)": lambda raw: b"".join(iter(lambda: raw.read(100), b"")),
+    # The first read takes the whole coded body, so urllib3 holds decoded bytes for the next.
+    "read(1000)-decoded": lambda raw: b"".join(
+        iter(lambda: raw.read(1000, decode_content=True), b"")
+    ),
+    "read1": lambda raw: b"".join(iter(raw.read1, b"")),
+    "readinto": _readinto,
+    "readline": lambda raw: b"".join(iter(raw.readline, b"")),
+    "readline(7)": lambda raw: b"".join(iter(lambda: raw.readline(7), b"")),
+    "readlines": lambda raw: b"".join(raw.readlines()),
+    # urllib3 drops what its line iterator had buffered past the hint: the application gets
+    # only the first lines, then nothing.
+    "readlines(100)": lambda raw: b"".join(b"".join(part) for part in iter(
+        lambda: raw.readlines(100), []
+    )),
+    "iteration": lambda raw: b"".join(raw),
+    "next": lambda raw: b"".join(iter(lambda: next(raw, b""), b"")),
+    "stream": lambda raw: b"".join(raw.stream(100)),
+    "data": lambda raw: raw.data,
+    "json": _json,
+}  # fmt: skip
+
+
+def _read_raw(http: Session, url: str, otel: Telemetry, how: str) -> tuple[Any, int]:
+    """Read ``response.raw`` to its end; return what the application got and how many spans
+    had ended when it was done, before it closed the response."""
+    response = http.send(url)
+    try:
+        got = RAW_READS[how](response.raw)
+        return got, len(otel.spans())
+    finally:
+        response.close()
+
+
+@pytest.mark.parametrize("coding", ["identity", "gzip"])
+@pytest.mark.parametrize("how", list(RAW_READS))
+def test_every_read_of_a_requests_raw_body_is_observed_and_its_end_is_the_end(
+    otel: Telemetry, server: SSEServer, caplog: pytest.LogCaptureFixture, how: str, coding: str
+) -> None:
+    """Whatever the read, the monitor gets exactly what the application got (the coded bytes
+    decoded), a zero-size read is not the end, and the read that finds the end ends the span:
+    ``complete`` when the application got the whole body."""
+    coded = coding == "gzip"
+    wire = gzip.compress(BODY) if coded else BODY
+    headers = (("Content-Encoding", "gzip"),) if coded else ()
+    # A body of known length: urllib3 may then close its connection while decoded bytes wait.
+    url = server.route(PATH, Reply(wire, piece=PIECE, framing="length", headers=headers))
+    requests = Client("requests")
+    with uninstrumented(otel), Session(requests) as http:
+        reference, _ = _read_raw(http, url, otel, how)
+
+    with Session(requests) as http:
+        got, ended = _read_raw(http, url, otel, how)
+
+    assert got == reference
+    assert ended == 1  # by the application's last read, before close()
+    whole = got in (BODY, wire) or not isinstance(got, bytes)  # json() read the whole body
+    span = ended_once(otel, "complete" if whole else "truncated")
+    # What the monitor got: the body decoded, or as much of it as the application got.
+    assert (span.attributes or {})[semconv.BYTES_RECEIVED] == (len(BODY) if whole else len(got))
+    assert sdk_trace_warnings(caplog) == []
 
 
 def _first_read_sync(http: Session, url: str, server: SSEServer, otel: Telemetry, n: int) -> bytes:
