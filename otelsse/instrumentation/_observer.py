@@ -256,14 +256,16 @@ class StreamObserver:
 
     __slots__ = (
         "_active_attributes",
+        "_decoder",
         "_ended",
         "_finalizer",
+        "_limits",
+        "_parsing",
         "_pid",
         "_span",
         "_span_attributes",
         "_telemetry",
         "broken",
-        "decode",
         "monitor",
     )
 
@@ -282,14 +284,16 @@ class StreamObserver:
             context=watch.context,
             start_time=watch.start_time,
         )
-        self.monitor = StreamMonitor(
-            route, limits=watch.settings.limits, started_at=watch.started_at
-        )
+        self._limits = watch.settings.limits
+        self.monitor = StreamMonitor(route, limits=self._limits, started_at=watch.started_at)
         self._span_attributes = span_attributes
         self._pid = watch.pid
-        self.decode: ContentDecoder | None = None  # set by decode_as() for coded bodies
+        self._decoder: ContentDecoder | None = None  # set by decode_as() for coded bodies
         self._ended = False
         self.broken = False
+        # False once the monitor can use no more of a coded body: its parser stopped at a
+        # ceiling, so decoding further would only cost.
+        self._parsing = True
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self._active_attributes: MetricAttributes | None = None
         if active:
@@ -306,7 +310,9 @@ class StreamObserver:
     def decode_as(self, content_encoding: str | None) -> None:
         """Decode what the tap sees by ``content_encoding`` before the monitor gets it."""
         try:
-            self.decode = content_decoder(content_encoding)
+            self._decoder = content_decoder(
+                content_encoding, self._feed_decoded, _decoded_piece(self._limits)
+            )
         except UnsupportedEncoding as exc:
             # Counted, and the stream reported as internal_error: its body cannot be judged.
             self._telemetry.count_error(exc, "content_encoding")
@@ -314,15 +320,26 @@ class StreamObserver:
 
     def feed(self, chunk: bytes) -> None:
         """The application just read ``chunk``. Never raises."""
-        if self.broken or self._ended:
+        if self.broken or self._ended or not self._parsing:
             return
         try:
-            if self.decode is not None:
-                chunk = self.decode(chunk)
-            self.monitor.feed(chunk, time.perf_counter())
+            if self._decoder is None:
+                self.monitor.feed(chunk, time.perf_counter())
+            else:
+                self._decoder.write(chunk)
+        except _ParsingStopped:
+            self._parsing = False
+            self._decoder = None
         except Exception as exc:
             self.broken = True
             self._telemetry.count_error(exc, "feed")
+
+    def _feed_decoded(self, piece: bytes) -> None:
+        monitor = self.monitor
+        monitor.feed(piece, time.perf_counter())
+        # StreamMonitor does not tell whether its parser stopped at a ceiling; its parser does.
+        if monitor._parser.limit_exceeded is not None:
+            raise _ParsingStopped
 
     def fail(self, error: BaseException) -> None:
         """Reading raised ``error`` (which the caller re-raises): end accordingly."""
@@ -366,6 +383,16 @@ class StreamObserver:
             telemetry.record_metrics(report, self._span_attributes.get(semconv.SERVER_ADDRESS))
         except Exception as exc:
             telemetry.count_error(exc, "record_metrics")
+
+
+class _ParsingStopped(Exception):
+    """Raised through a content decoder to stop it: the monitor takes no more."""
+
+
+def _decoded_piece(limits: Limits) -> int:
+    """The most a content decoder hands the monitor at once: a piece just past the parser's
+    ceilings is enough to reach them, and above 64 KiB a piece only costs memory."""
+    return min(64 * 1024, max(limits.max_line_bytes, limits.max_event_bytes) + 1)
 
 
 def _internal_error_report(monitor: StreamMonitor) -> StreamReport:

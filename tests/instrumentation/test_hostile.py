@@ -6,21 +6,38 @@ reads it with httpx, httpx2 (sync and async) or requests (the harness of tests/_
 otelsse instrumented against a real OpenTelemetry SDK (the ``otel`` fixture). The same read with
 otelsse uninstrumented is the reference: the application's bytes and exceptions must not change.
 
+- A compression bomb read raw (what a gateway forwarding bytes does, so otelsse decodes it
+  itself) costs otelsse a few of the monitor's ceilings of memory (``tracemalloc``'s peak, over
+  the reference run's), whatever the coding: gzip, deflate, brotli, zstd. When the parser stops
+  at a ceiling, decoding stops; a bomb of valid events is decoded and parsed to its end.
 - An answer that has no body by definition is no stream: a HEAD answer gets no span, and a 204,
   205 or 304 on a streaming route is a ``protocol_error``.
 """
 
 from __future__ import annotations
 
+import functools
+import gzip
+import tracemalloc
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import brotli
 import pytest
+import zstandard
 from opentelemetry.trace import StatusCode
 
+import otelsse
 from otelsse import semconv
+from otelsse.monitor import Limits
 from tests._clients import (
     App,
     AsyncSession,
     Client,
+    Got,
     Session,
+    Style,
     fetch,
     run,
     uninstrumented,
@@ -31,6 +48,122 @@ from tests._server import Reply, SSEServer
 CHAT = "/v1/chat/completions"
 #: A path no route claims: only the SSE media type makes the answer a stream (route ``generic``).
 UNKNOWN_PATH = "/v2/chat"
+
+#: The monitor's ceilings in these tests: small, so that a bomb is thousands of them.
+CEILING = 64 * 1024
+LIMITS = Limits(max_line_bytes=CEILING, max_event_bytes=CEILING)
+#: What otelsse may add to the reference run's peak memory: a few ceilings.
+MEMORY_BOUND = 8 * CEILING
+
+#: The plain bodies of the bombs, 16 MiB each: one endless line, or events to the end.
+BOMB_SIZE = 16 * 1024 * 1024
+EVENT = b"data: " + b"x" * 1018 + b"\n\n"  # 1 KiB
+
+
+def endless_line() -> bytes:
+    return b"data: " + b"x" * (BOMB_SIZE - 6)
+
+
+def endless_events() -> bytes:
+    return EVENT * (BOMB_SIZE // len(EVENT))
+
+
+CODERS: dict[str, Callable[[bytes], bytes]] = {
+    "gzip": gzip.compress,
+    "deflate": zlib.compress,
+    "br": functools.partial(brotli.compress, quality=1),  # the best quality takes seconds
+    "zstd": zstandard.ZstdCompressor().compress,
+}
+
+
+@functools.cache
+def coded(body: Callable[[], bytes], coding: str) -> bytes:
+    return CODERS[coding](body())
+
+
+def raw_style(client: Client) -> Style:
+    """The client's read of the coded bytes as they came: httpx ``iter_raw``/``aiter_raw``,
+    requests ``raw.read``."""
+    if client.library == "requests":
+        return Style("raw.read", 8192)
+    return Style("aiter_raw" if client.is_async else "iter_raw", 8192)
+
+
+@pytest.fixture
+def ceilings(otel: Telemetry) -> Telemetry:
+    """``otel`` with the small ``LIMITS``."""
+    otelsse.uninstrument()
+    return otel.install(limits=LIMITS)
+
+
+def peak(read: Callable[[], Got]) -> tuple[Got, int]:
+    """What ``read`` got, and the peak of memory it allocated while it ran."""
+    tracemalloc.start()
+    try:
+        got = read()
+        return got, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def reference(otel: Telemetry, read: Callable[[], Got]) -> tuple[Got, int]:
+    """``peak(read)`` with otelsse uninstrumented; then instrumented with ``LIMITS`` again."""
+    with uninstrumented(otel):
+        result = peak(read)
+    otelsse.uninstrument()  # uninstrumented() instruments again with the default limits
+    otel.install(limits=LIMITS)
+    return result
+
+
+def attributes(otel: Telemetry) -> dict[str, Any]:
+    return dict(otel.stream_span().attributes or {})
+
+
+# --------------------------------------------------------------------------------------------
+# Compression bombs
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("coding", list(CODERS))
+def test_a_bomb_read_raw_costs_a_few_ceilings_and_is_cut_at_one(
+    ceilings: Telemetry, server: SSEServer, client: Client, coding: str
+) -> None:
+    wire = coded(endless_line, coding)
+    url = server.route(CHAT, Reply(wire, piece=4096, headers=(("Content-Encoding", coding),)))
+    style = raw_style(client)
+    expected, reference_peak = reference(ceilings, lambda: fetch(client, url, style))
+
+    got, observed_peak = peak(lambda: fetch(client, url, style))
+
+    assert got.seen == expected.seen == (wire, None)
+    assert observed_peak - reference_peak < MEMORY_BOUND
+    span = attributes(ceilings)
+    assert span[semconv.OUTCOME] == "buffer_limit"
+    assert span[semconv.BUFFER_LIMIT_STAGE] == "line"
+    # Decoding stopped with the parser: a piece past the ceiling, not the 16 MiB.
+    assert span[semconv.BYTES_RECEIVED] <= 2 * CEILING + 64 * 1024
+    assert ceilings.instrumentation_errors() == 0
+
+
+@pytest.mark.parametrize("coding", list(CODERS))
+def test_a_bomb_of_valid_events_is_parsed_to_its_end_in_a_few_ceilings(
+    ceilings: Telemetry, server: SSEServer, sync_client: Client, coding: str
+) -> None:
+    wire = coded(endless_events, coding)
+    headers = (("Content-Encoding", coding),)
+    url = server.route(UNKNOWN_PATH, Reply(wire, piece=4096, headers=headers))
+    style = raw_style(sync_client)
+    expected, reference_peak = reference(ceilings, lambda: fetch(sync_client, url, style))
+
+    got, observed_peak = peak(lambda: fetch(sync_client, url, style))
+
+    assert got.seen == expected.seen == (wire, None)
+    assert observed_peak - reference_peak < MEMORY_BOUND
+    span = attributes(ceilings)
+    assert span[semconv.OUTCOME] == "eof_unverified"
+    assert span[semconv.EVENT_COUNT] == BOMB_SIZE // len(EVENT)
+    assert span[semconv.BYTES_RECEIVED] == BOMB_SIZE // len(EVENT) * len(EVENT)
+
 
 # --------------------------------------------------------------------------------------------
 # Answers without a body
