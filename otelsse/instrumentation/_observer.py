@@ -34,7 +34,7 @@ from ..monitor import Limits, Outcome, StreamError, StreamMonitor, StreamReport
 from ..routes import AUTO, Request, Route, match_route
 from ..telemetry import MetricAttributes, Telemetry
 from ._client import Client, stream_error
-from ._content import ContentDecoder, UnsupportedEncoding, content_decoder
+from ._content import ContentDecoder, CorruptContent, UnsupportedEncoding, content_decoder
 
 __all__ = ["URL", "Settings", "StreamObserver", "Watch"]
 
@@ -330,6 +330,10 @@ class StreamObserver:
         except _ParsingStopped:
             self._parsing = False
             self._decoder = None
+        except CorruptContent:
+            # The peer's fault, not otelsse's: the stream ends here, as it does for an
+            # application whose client decodes the body and raises.
+            self.finish("transport")
         except Exception as exc:
             self.broken = True
             self._telemetry.count_error(exc, "feed")

@@ -10,6 +10,8 @@ otelsse uninstrumented is the reference: the application's bytes and exceptions 
   itself) costs otelsse a few of the monitor's ceilings of memory (``tracemalloc``'s peak, over
   the reference run's), whatever the coding: gzip, deflate, brotli, zstd. When the parser stops
   at a ceiling, decoding stops; a bomb of valid events is decoded and parsed to its end.
+- A body that is not valid in its ``Content-Encoding`` is the peer's fault, with one verdict for
+  every client and read style, and no instrumentation error.
 - An answer that has no body by definition is no stream: a HEAD answer gets no span, and a 204,
   205 or 304 on a streaming route is a ``protocol_error``.
 """
@@ -42,6 +44,7 @@ from tests._clients import (
     run,
     uninstrumented,
 )
+from tests._fixtures import read_fixture
 from tests._otel import Telemetry
 from tests._server import Reply, SSEServer
 
@@ -163,6 +166,43 @@ def test_a_bomb_of_valid_events_is_parsed_to_its_end_in_a_few_ceilings(
     assert span[semconv.OUTCOME] == "eof_unverified"
     assert span[semconv.EVENT_COUNT] == BOMB_SIZE // len(EVENT)
     assert span[semconv.BYTES_RECEIVED] == BOMB_SIZE // len(EVENT) * len(EVENT)
+
+
+# --------------------------------------------------------------------------------------------
+# A body its coding cannot undo
+# --------------------------------------------------------------------------------------------
+
+
+def corrupt_gzip() -> bytes:
+    """A recorded chat stream in gzip, 16 bytes flipped in the middle."""
+    wire = gzip.compress(read_fixture("real/openai-chat-text.sse"))
+    middle = len(wire) // 2
+    flipped = bytes(b ^ 0x5A for b in wire[middle : middle + 16])
+    return wire[:middle] + flipped + wire[middle + 16 :]
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["decoded", "raw"])
+def test_a_corrupt_gzip_body_is_truncated_for_every_client_and_never_otelsse_s_fault(
+    otel: Telemetry, server: SSEServer, client: Client, raw: bool
+) -> None:
+    """The application reading decoded bytes gets its client's decoding error; one reading the
+    coded bytes gets them as they came. Either way the stream went no further than the bytes
+    that could be decoded: ``truncated``, as a body cut by the network is."""
+    wire = corrupt_gzip()
+    url = server.route(CHAT, Reply(wire, piece=101, headers=(("Content-Encoding", "gzip"),)))
+    style = raw_style(client) if raw else client.default_style
+    with uninstrumented(otel):
+        reference = fetch(client, url, style)
+
+    got = fetch(client, url, style)
+
+    assert got.seen == reference.seen
+    assert (got.error is None) is raw
+    span = otel.stream_span()
+    assert (span.attributes or {})[semconv.OUTCOME] == "truncated"
+    assert span.status.status_code is StatusCode.ERROR
+    assert otel.instrumentation_errors() == 0
+    assert otel.active_streams() == 0
 
 
 # --------------------------------------------------------------------------------------------
