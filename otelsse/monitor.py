@@ -194,6 +194,11 @@ class StreamMonitor:
         return self._state.terminal_seen
 
     @property
+    def stopped(self) -> bool:
+        """Parsing stopped at a ceiling: later bytes are counted, never parsed."""
+        return self._parser.limit_exceeded is not None
+
+    @property
     def route(self) -> str:
         """The route name; for ``"auto"``, the contract sniffed so far (``generic`` until then)."""
         return self._adapter.resolved().name

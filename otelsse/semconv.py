@@ -505,10 +505,12 @@ ATTRIBUTE_SPECS: dict[str, AttributeSpec] = {
 INSTRUMENTATION_STAGE_DESCRIPTIONS: dict[str, str] = {
     "send": "deciding whether to watch a request, around the client's send, or reading the "
     "response headers; an expected stream's span is then ended as `internal_error`",
-    "content_encoding": "the body's Content-Encoding cannot be decoded here (e.g. br or zstd "
-    "without brotli/zstandard installed); the stream is reported as `internal_error`",
-    "feed": "content-decoding or parsing a chunk the application read (e.g. a corrupt gzip "
-    "body); the stream is reported as `internal_error`",
+    "content_encoding": "the body's Content-Encoding cannot be decoded here (e.g. br without "
+    "brotli >= 1.2, whose output can be bounded, or zstd without zstandard); the stream is "
+    "reported as `internal_error`",
+    "feed": "content-decoding or parsing a chunk the application read failed inside otelsse "
+    "(a body its coding cannot undo is the peer's fault, `truncated`, not this); the stream is "
+    "reported as `internal_error`",
     "finish": "building the stream's report at its end; it is reported as `internal_error`",
     "end_span": "setting the span's attributes and status; the span is still ended, with "
     "outcome `internal_error`",

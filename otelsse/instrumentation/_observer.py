@@ -244,7 +244,7 @@ class Watch:
 
     def _route_name(self) -> str:
         # A request no route claimed is observed only as SSE: its events will tell.
-        return AUTO if self.route is None else self.route.name
+        return AUTO if self.route is None else self.route.full_name()  # with its profile
 
 
 def _printable(value: str) -> str:
@@ -341,8 +341,8 @@ class StreamObserver:
     def _feed_decoded(self, piece: bytes) -> None:
         monitor = self.monitor
         monitor.feed(piece, time.perf_counter())
-        # StreamMonitor does not tell whether its parser stopped at a ceiling; its parser does.
-        if monitor._parser.limit_exceeded is not None:
+        # Nothing more is worth decoding once the parser stopped at a ceiling.
+        if monitor.stopped:
             raise _ParsingStopped
 
     def fail(self, error: BaseException) -> None:
