@@ -28,7 +28,7 @@ from typing import Any
 from ._core.http import media_type, stream_violation
 from ._core.state import CUSTOM, FUNCTION, SERVER
 from ._exceptions import OtelSSEError
-from .instrumentation._client import Client, client_of, stream_error
+from .instrumentation._client import Client, client_of, is_transport_failure, stream_error
 from .monitor import Limits, Outcome, StreamError, StreamMonitor, StreamReport
 from .routes import AUTO, Route, detect_route, make_adapter
 
@@ -263,21 +263,29 @@ class _Enforcer:
                 raise StreamFault(TOOL_SCHEMA_ERROR, report, detail=detail)
 
     def finish_after(self, exc: BaseException) -> StreamResult:
-        """The source raised: judge the stream as ended by that error.
-
-        A transport error or timeout refuses the stream with the outcome as code, chained to the
-        original error, unless the terminal event had already arrived (then it is judged as
-        usual). Cancellation is the application's own doing: the original exception propagates,
-        and a later ``result()`` raises ``StreamFault("cancelled")``.
-        """
-        error = stream_error(exc)
-        if error == "cancelled":
-            report = self.monitor.close(time.monotonic(), error=error)
-            raise StreamFault(error, report) from exc
+        """The source raised ``exc``, which is a transport failure: judge the stream as ended by
+        it. Unless the terminal event had already arrived (then the stream is judged as usual),
+        this refuses it with the outcome as code (``truncated``, ``timeout``), chained to
+        ``exc``."""
         try:
-            return self.finish(error)
+            return self.finish(stream_error(exc))
         except StreamFault as fault:
             raise fault from exc
+
+
+def _propagates(exc: BaseException) -> bool:
+    """Whether an exception from the source reaches the caller unchanged instead of a fault.
+
+    Only a transport failure is the stream's fault (``is_transport_failure``). Cancellation,
+    the interpreter's own exceptions (``SystemExit``, ``KeyboardInterrupt``), ``MemoryError``
+    and a bug in whatever produced the bytes are the caller's business, and a verdict must not
+    hide them.
+    """
+    return (
+        not isinstance(exc, Exception)
+        or isinstance(exc, MemoryError)
+        or not (is_transport_failure(exc))
+    )
 
 
 def _joined(store: Mapping[int, list[str]]) -> dict[int, str]:
@@ -306,15 +314,26 @@ class _Reader:
         self._fault: StreamFault | None = None
 
     def _settle(self, exc: BaseException | None) -> None:
-        """The source ended (``exc`` None) or raised: judge the stream once, keep the verdict."""
+        """The source ended (``exc`` None) or raised: judge the stream once, keep the verdict.
+
+        An exception that is not a transport failure propagates unchanged (re-raised outside
+        any handler of the reader's own, so it gains no context); the stream is then judged as
+        cancelled, and a later ``result()`` gives that verdict.
+        """
         self._ended = True
+        enforcer = self._enforcer
+        propagate = exc is not None and _propagates(exc)
         try:
-            enforcer = self._enforcer
-            self._result = enforcer.finish() if exc is None else enforcer.finish_after(exc)
+            if exc is None:
+                self._result = enforcer.finish()
+            elif propagate:
+                self._result = enforcer.finish("cancelled")
+            else:
+                self._result = enforcer.finish_after(exc)
         except StreamFault as fault:
             self._fault = fault
-            if fault.code == "cancelled" and exc is not None:
-                raise exc from None
+        if exc is not None and propagate:
+            raise exc
 
     def _verdict(self) -> StreamResult:
         if self._fault is not None:

@@ -18,8 +18,10 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 import requests
+import trio
 import urllib3
 
 from otelsse.monitor import Outcome
@@ -1209,6 +1211,80 @@ def test_cancelling_an_async_read_propagates_cancellation() -> None:
             await task
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        SystemExit(3),  # a signal handler calling sys.exit() mid-read
+        KeyboardInterrupt(),
+        MemoryError(),
+        ValueError("a bug in the code that produced the bytes"),
+    ],
+    ids=type,
+)
+@pytest.mark.parametrize("after_terminal", [False, True], ids=["mid-stream", "after-terminal"])
+def test_only_transport_failures_become_faults(error: BaseException, after_terminal: bool) -> None:
+    """Anything else reaches the caller unchanged: no fault, no result, no added context."""
+    body = fixture("openai-chat-text.sse")
+
+    def chunks() -> Iterator[bytes]:
+        yield body if after_terminal else body[:700]
+        raise error
+
+    reader = StreamReader(chunks(), CHAT)
+    with pytest.raises(type(error)) as caught:
+        reader.result()
+    assert caught.value is error
+    assert (error.__cause__, error.__context__) == (None, None)
+    # The verdict is kept: the stream was cancelled by the caller's own exception.
+    if after_terminal:
+        assert reader.result().text == "Four plus five is nine."
+    else:
+        with pytest.raises(StreamFault, match="cancelled"):
+            reader.result()
+
+
+def test_a_transport_failure_of_each_client_becomes_a_fault() -> None:
+    body = fixture("openai-chat-text.sse")
+    for error in (
+        httpx.RemoteProtocolError("peer closed connection"),
+        httpx.ReadTimeout("read timed out"),
+        httpx.DecodingError("corrupt gzip"),
+        requests.exceptions.ChunkedEncodingError("broken chunk"),
+        EOFError(),
+    ):
+
+        def chunks(error: BaseException = error) -> Iterator[bytes]:
+            yield body[:700]
+            raise error
+
+        with pytest.raises(StreamFault) as caught:
+            read_stream(chunks(), CHAT)
+        assert caught.value.__cause__ is error
+        assert caught.value.code in ("truncated", "timeout")
+
+
+def test_a_trio_cancellation_propagates_out_of_aread_stream() -> None:
+    body = fixture("anthropic-text.sse")
+    seen: list[BaseException] = []
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield body[:400]
+        await trio.sleep_forever()
+        yield body[400:]
+
+    async def main() -> None:
+        with trio.move_on_after(0.05) as scope:
+            try:
+                await aread_stream(chunks(), ANTHROPIC)
+            except BaseException as exc:
+                seen.append(exc)
+                raise
+        assert scope.cancelled_caught
+
+    trio.run(main)
+    assert [type(exc).__name__ for exc in seen] == ["Cancelled"]
 
 
 def test_a_truncated_iterable_is_refused_like_a_truncated_response() -> None:

@@ -32,6 +32,7 @@ __all__ = [
     "client_of",
     "error_chain",
     "get_client",
+    "is_transport_failure",
     "stream_error",
 ]
 
@@ -94,6 +95,12 @@ class Client(ABC):
     def is_timeout(self, error: BaseException) -> bool:
         """Whether ``error`` (one of this library's, or of the transport under it) is its read
         deadline firing. Called only when the library is imported."""
+
+    @abstractmethod
+    def is_transport(self, error: BaseException) -> bool:
+        """Whether ``error`` is one this library raises when the connection or the peer fails
+        while a body is read (lost connection, broken framing, a body it cannot decode), as
+        opposed to a misuse of the library. Called only when the library is imported."""
 
 
 _STREAM_TRUE = re.compile(rb'"stream"\s*:\s*true')
@@ -159,6 +166,19 @@ def stream_error(error: BaseException) -> StreamError:
         if isinstance(link, builtin) or any(client.is_timeout(link) for client in loaded):
             return "timeout"
     return "transport"
+
+
+def is_transport_failure(error: BaseException) -> bool:
+    """Whether ``error`` is the network's or the peer's doing: an I/O error (``OSError``,
+    timeouts included, or ``EOFError``) anywhere in its chain, or one a loaded client library
+    raises for its transport. A bug in whatever produced the bytes is not."""
+    loaded = [get_client(library) for library in CLIENT_MODULES if library in sys.modules]
+    for link in error_chain(error):
+        if isinstance(link, (OSError, EOFError, *_timeout_types())) or any(
+            client.is_transport(link) for client in loaded
+        ):
+            return True
+    return False
 
 
 def _cancellation_types() -> tuple[type[BaseException], ...]:

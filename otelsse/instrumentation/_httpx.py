@@ -99,6 +99,12 @@ class HttpxClient(Client):
     def is_timeout(self, error: BaseException) -> bool:
         return isinstance(error, sys.modules[self.library].TimeoutException)
 
+    def is_transport(self, error: BaseException) -> bool:
+        # TransportError: timeouts, network and protocol errors; DecodingError: a body its
+        # Content-Encoding cannot undo. StreamConsumed and the like are misuse, not transport.
+        library = sys.modules[self.library]
+        return isinstance(error, (library.TransportError, library.DecodingError))
+
     def _watch(self, settings: Settings, request: Any) -> Watch | None:
         url = request.url
         return settings.watch(

@@ -250,6 +250,22 @@ class RequestsClient(Client):
             return False
         return isinstance(error, (sys.modules["requests"].Timeout, urllib3.TimeoutError))
 
+    def is_transport(self, error: BaseException) -> bool:
+        requests = sys.modules["requests"].exceptions
+        urllib3 = sys.modules["urllib3"].exceptions
+        return isinstance(
+            error,
+            (
+                requests.ConnectionError,
+                requests.ChunkedEncodingError,
+                requests.ContentDecodingError,
+                requests.Timeout,
+                urllib3.ProtocolError,
+                urllib3.DecodeError,
+                urllib3.TimeoutError,
+            ),
+        )
+
     def _watch(self, settings: Settings, session: Any, arguments: dict[str, Any]) -> Watch | None:
         url = _URL(str(arguments.get("url") or ""))
         return settings.watch(
