@@ -356,7 +356,9 @@ class StreamReader(_Reader):
 
     Raises:
         StreamFault: at construction for a bad status or media type; from ``result()`` (and
-            from iteration's end) when the stream is not accepted.
+            from iteration's end) when the stream is not accepted, a transport failure
+            included (chained to the client's exception). Anything else the source raises
+            propagates unchanged.
     """
 
     def __iter__(self) -> Iterator[TextDelta]:
