@@ -897,7 +897,7 @@ def test_a_blank_line_at_stream_start_ends_a_pending_event_like_any_other() -> N
 
 
 def breach_of(stream: bytes, max_line: int, max_event: int) -> tuple[bytes, str, int, int] | None:
-    """The ceiling rule of the module docstring, byte by byte, from its words alone.
+    """The ceiling rule of the framing module docstring, byte by byte, from its words alone.
 
     Returns the stream up to and including the byte that breaches a ceiling (BOM stripped and
     LF-normalised), the stage, and the pending line and event lengths at that byte.
