@@ -219,13 +219,17 @@ class StreamMonitor:
         if events:
             self.event_count += len(events)
             on_event, state = self._on_event, self._state
-            for event in events:
+            for handled, event in enumerate(events, 1):
                 try:
                     on_event(event, state)
                 except _SHAPE_ERRORS:
                     state.payload_invalid()
-            if state.limit_stage is not None:
-                self._parser.stop(state.limit_stage)
+                if state.limit_stage is not None:
+                    # A route's ceiling stops parsing at this event, as if the read ended here:
+                    # the events after it are not judged, however the bytes were chunked.
+                    self._parser.stop(state.limit_stage, events_used=handled)
+                    self.event_count -= len(events) - handled
+                    return events[:handled]
         return events
 
     def _clock(self, now: float, events: list[SSEEvent]) -> None:

@@ -12,10 +12,11 @@ Invalid bytes are replaced by U+FFFD, as the WHATWG event-stream interpretation 
 
 from __future__ import annotations
 
-__all__ = ["BOM", "Utf8Decoder"]
+__all__ = ["BOM", "REPLACEMENT_BYTES", "Utf8Decoder"]
 
 BOM = b"\xef\xbb\xbf"
-_REPLACEMENT_BYTES = "\ufffd".encode()
+#: U+FFFD in UTF-8: already in the input, it is no decoding error.
+REPLACEMENT_BYTES = "\ufffd".encode()
 
 
 class Utf8Decoder:
@@ -62,7 +63,7 @@ class Utf8Decoder:
         """
         text = span.decode("utf-8", "replace")
         # Replacement characters that were already valid U+FFFD in the input are not errors.
-        self.invalid_count += text.count("\ufffd") - span.count(_REPLACEMENT_BYTES)
+        self.invalid_count += text.count("\ufffd") - span.count(REPLACEMENT_BYTES)
         return text
 
     def measure(self, span: bytes) -> int:

@@ -42,7 +42,7 @@ Decisions where readers of the spec have disagreed, each with a named test:
 from __future__ import annotations
 
 from .._exceptions import ParserClosedError
-from .decode import Utf8Decoder
+from .decode import REPLACEMENT_BYTES, Utf8Decoder
 from .events import SSEEvent
 
 __all__ = ["DEFAULT_MAX_EVENT_BYTES", "DEFAULT_MAX_LINE_BYTES", "SSEParser"]
@@ -86,6 +86,7 @@ class SSEParser:
         "_decoded_chars",
         "_decoder",
         "_guarded",
+        "_last_span",
         "_line_len",
         "_max_event",
         "_max_line",
@@ -116,6 +117,8 @@ class SSEParser:
         # True until the first bytes have settled whether the stream starts with a BOM.
         self._at_start = True
         self._decoded_chars = 0
+        # The span the last read decoded, so that ``stop(..., events_used=)`` can forget its end.
+        self._last_span = b""
         # Bytes after the last blank line (the pending event), as fragments; LF-normalised.
         self._tail: list[bytes] = []
         self._tail_len = 0
@@ -273,6 +276,7 @@ class SSEParser:
         return data
 
     def _decode(self, span: bytes) -> str:
+        self._last_span = span
         try:
             text = span.decode("utf-8")
         except UnicodeDecodeError:
@@ -306,16 +310,42 @@ class SSEParser:
             )
         return []
 
-    def stop(self, stage: str) -> None:
-        """Stop parsing because a ceiling named ``stage`` was breached (here or downstream)."""
+    def stop(self, stage: str, *, events_used: int | None = None) -> None:
+        """Stop parsing because a ceiling named ``stage`` was breached (here or downstream).
+
+        ``events_used``: a downstream ceiling was breached by that event of the ones the last
+        ``feed()`` returned (counted from 1). Parsing then stops right after it, as it would
+        have had the read ended there: what the read held after it is forgotten, counters
+        included, so the report does not depend on how the bytes were chunked.
+        """
         if self.limit_exceeded is not None:
             return
         self.limit_exceeded = stage
         self._guarded = True
+        if events_used is not None:
+            self._forget_after(events_used)
         self.pending_event_chars = self._tail_len
         self.pending_line_chars = self._line_len
         self._tail = []
         self._tail_len = 0
+
+    def _forget_after(self, events_used: int) -> None:
+        """Take back what the last decoded span counted after its ``events_used``-th event."""
+        span, end, dispatched = self._last_span, 0, 0
+        while dispatched < events_used:
+            start, end = end, span.index(b"\n\n", end) + 2
+            if any(
+                line == b"data" or line.startswith(b"data:")
+                for line in span[start:end].split(b"\n")
+            ):
+                dispatched += 1
+        unused = span[end:]
+        if unused:
+            text = unused.decode("utf-8", "replace")
+            self._decoded_chars -= len(text)
+            self._decoder.invalid_count -= text.count("\ufffd") - unused.count(REPLACEMENT_BYTES)
+            self.comment_count -= sum(1 for line in unused.split(b"\n") if line[:1] == b":")
+        self._tail_len = self._line_len = 0
 
     def _interpret(self, text: str) -> list[SSEEvent]:
         """Dispatch every event in ``text``, which ends with a blank line."""
