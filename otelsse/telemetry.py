@@ -261,11 +261,8 @@ class Telemetry:
         self._events.record(report.event_count, attributes)
         self._bytes.record(report.bytes_received, attributes)
         client = {**series, s.TOOL_CALL_KIND: s.TOOL_CALL_CLIENT}
-        # The report's invalid and open counts cover server-run calls too; validity is counted
-        # for the application's calls only, never above their number.
-        invalid = min(
-            report.tool_call_count, report.tool_call_invalid_count + report.open_accumulator_count
-        )
+        # A call whose arguments never closed cannot be counted as valid.
+        invalid = report.tool_call_invalid_count + report.open_accumulator_count
         for valid, count in ((True, report.tool_call_count - invalid), (False, invalid)):
             if count:
                 self._tool_calls.add(count, {**client, s.TOOL_CALL_VALID: valid})

@@ -366,15 +366,25 @@ def test_refusals_are_counted_per_series_key_from_zero(sdk: SDK) -> None:
 
 
 def test_open_server_run_calls_are_not_counted_as_invalid_client_calls(sdk: SDK) -> None:
-    # One client call and one server-run call both cut open: the report's open count covers both.
-    report = StreamReport(
-        "anthropic.messages",
-        Outcome.TRUNCATED,
-        provider_name="anthropic",
-        tool_call_count=1,
-        open_accumulator_count=2,
-        server_tool_call_count=1,
-    )
+    """A stream cut while a server-run call and a client call were both open."""
+
+    def event(name: str, payload: dict[str, object]) -> bytes:
+        return f"event: {name}\ndata: {json.dumps({'type': name, **payload})}\n\n".encode()
+
+    def block(index: int, kind: str) -> bytes:
+        start = {"type": kind, "id": f"t{index}", "name": "f", "input": {}}
+        delta = {"type": "input_json_delta", "partial_json": '{"q": '}
+        return event("content_block_start", {"index": index, "content_block": start}) + event(
+            "content_block_delta", {"index": index, "delta": delta}
+        )
+
+    body = event("message_start", {"message": {"id": "m", "model": "c"}})
+    body += block(0, "server_tool_use") + block(1, "tool_use")
+    monitor = StreamMonitor("anthropic.messages")
+    monitor.feed(body)
+    report = monitor.close()
+    assert (report.tool_call_count, report.server_tool_call_count) == (1, 1)
+    assert report.open_accumulator_count == 1
     record(sdk, report)
     counted = {
         (p.attributes[semconv.TOOL_CALL_KIND], p.attributes.get(semconv.TOOL_CALL_VALID)): p.value
