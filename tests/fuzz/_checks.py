@@ -1,0 +1,314 @@
+"""The properties themselves, engine-neutral: each ``check_*`` raises on a violation.
+
+An exception from otelsse propagates as it is (so that Hypothesis tells distinct bugs apart by
+where they are raised), with a note naming the route and the chunking; a disagreement is an
+``AssertionError`` whose message says what differed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from otelsse import (
+    Limits,
+    Outcome,
+    ParserClosedError,
+    SSEParser,
+    StreamFault,
+    StreamMonitor,
+    StreamReport,
+    read_stream,
+)
+from otelsse.monitor import StreamError
+
+#: Report fields that depend on the clock, and ``chunk_count`` (on the chunking, by definition).
+UNCOMPARED = frozenset(
+    {"time_to_first_byte", "time_to_first_event", "max_inter_event_gap", "duration", "chunk_count"}
+)
+
+Chunking = tuple[str, list[bytes]]
+
+
+@contextmanager
+def context(what: str) -> Iterator[None]:
+    """Add ``what`` (route, chunking) to any exception that leaves the block."""
+    try:
+        yield
+    except BaseException as exc:
+        if hasattr(exc, "add_note"):  # Python 3.11+
+            exc.add_note(f"fuzz context: {what}")
+        raise
+
+
+def pieces(body: bytes, cuts: Sequence[int]) -> list[bytes]:
+    """``body`` cut at ``cuts`` (any order, duplicates and out-of-range positions ignored)."""
+    points = sorted({cut for cut in cuts if 0 < cut < len(body)})
+    return [body[a:b] for a, b in zip([0, *points], [*points, len(body)], strict=True)]
+
+
+_BLANK_LINES = re.compile(rb"(?:\r\n|\r|\n){2,}")
+
+
+def event_reads(body: bytes) -> list[bytes]:
+    """``body`` as a live server sends it: one read per event, each with its blank lines."""
+    return pieces(body, [match.end() for match in _BLANK_LINES.finditer(body)])
+
+
+def chunkings(body: bytes, cuts: Sequence[int]) -> list[Chunking]:
+    """One read, one byte per read, one read per event, and a split at ``cuts``."""
+    return [
+        ("one read", [body]),
+        ("one byte per read", [body[i : i + 1] for i in range(len(body))]),
+        ("one read per event", event_reads(body)),
+        (f"split at {sorted({c for c in cuts if 0 < c < len(body)})}", pieces(body, cuts)),
+    ]
+
+
+def untimed(report: StreamReport) -> dict[str, Any]:
+    """Every report field but the clock-dependent ones and ``chunk_count``."""
+    fields = dataclasses.fields(report)
+    found = {f.name: getattr(report, f.name) for f in fields if f.name not in UNCOMPARED}
+    found["anomalies"] = dict(found["anomalies"])
+    return found
+
+
+def differences(expected: dict[str, Any], got: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    return {
+        key: (expected.get(key), got.get(key))
+        for key in sorted(expected.keys() | got.keys())
+        if expected.get(key) != got.get(key)
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# SSEParser
+# --------------------------------------------------------------------------------------------
+
+
+def parser_state(parser: SSEParser) -> dict[str, Any]:
+    return {
+        "last_event_id": parser.last_event_id,
+        "retry": parser.retry,
+        "comment_count": parser.comment_count,
+        "unknown_field_count": parser.unknown_field_count,
+        "invalid_utf8_count": parser.invalid_utf8_count,
+        "decoded_chars": parser.decoded_chars,
+        "limit_exceeded": parser.limit_exceeded,
+        "discarded_event": parser.discarded_event,
+        "pending_line_chars": parser.pending_line_chars,
+        "pending_event_chars": parser.pending_event_chars,
+    }
+
+
+def run_parser(chunks: list[bytes], **limits: int) -> tuple[list[tuple[Any, ...]], dict[str, Any]]:
+    parser = SSEParser(**limits)
+    events = []
+    for chunk in chunks:
+        events.extend(tuple(event) for event in parser.feed(chunk))
+    events.extend(tuple(event) for event in parser.close())
+    state = parser_state(parser)
+    for late in (lambda: parser.feed(b"data: x\n\n"), parser.close):
+        try:
+            late()
+        except ParserClosedError:
+            pass
+        else:
+            raise AssertionError("feed()/close() after close() did not raise ParserClosedError")
+    return events, state
+
+
+def check_parser(body: bytes, cuts: Sequence[int], **limits: int) -> list[tuple[Any, ...]]:
+    """Never raises; every chunking gives the events and parser state of one read."""
+    expected: tuple[list[tuple[Any, ...]], dict[str, Any]] | None = None
+    for name, chunks in chunkings(body, cuts):
+        with context(f"SSEParser({limits}), chunking {name}"):
+            events, state = run_parser(chunks, **limits)
+        if expected is None:
+            expected = events, state
+            continue
+        assert events == expected[0], f"events differ from one read under chunking {name}"
+        assert state == expected[1], (
+            f"parser state differs from one read under chunking {name}: "
+            f"{differences(expected[1], state)} (field: (one read, this chunking))"
+        )
+    assert expected is not None
+    return expected[0]
+
+
+def reference_events(body: bytes) -> list[tuple[str, str, str, int | None]]:
+    """A plain, line-by-line reading of the WHATWG event-stream interpretation.
+
+    With the parser's documented decisions: ``retry`` is one to 300 ASCII digits; an ``id``
+    with U+0000 is ignored; the unterminated event at EOF is discarded.
+    """
+    text = body.decode("utf-8", "replace")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines.pop()  # after the last line end: an unterminated line, never interpreted
+    events = []
+    event_type, data, last_id, retry = "", "", "", None
+    for line in lines:
+        if not line:
+            if data:
+                events.append((event_type or "message", data[:-1], last_id, retry))
+            event_type, data = "", ""
+            continue
+        if line.startswith(":"):
+            continue
+        name, colon, value = line.partition(":")
+        if colon and value.startswith(" "):
+            value = value[1:]
+        if name == "event":
+            event_type = value
+        elif name == "data":
+            data += value + "\n"
+        elif name == "id" and "\0" not in value:
+            last_id = value
+        elif name == "retry" and value.isascii() and value.isdigit() and len(value) <= 300:
+            retry = int(value)
+    return events
+
+
+# --------------------------------------------------------------------------------------------
+# StreamMonitor
+# --------------------------------------------------------------------------------------------
+
+
+def run_monitor(
+    chunks: list[bytes], route: str, limits: Limits | None, error: StreamError | None
+) -> tuple[list[tuple[Any, ...]], StreamReport]:
+    monitor = StreamMonitor(route, limits=limits)
+    events = []
+    for at, chunk in enumerate(chunks):
+        events.extend(tuple(event) for event in monitor.feed(chunk, now=float(at)))
+    report = monitor.close(float(len(chunks)), error=error)
+    assert isinstance(report, StreamReport), type(report)
+    assert isinstance(report.outcome, Outcome), f"outcome {report.outcome!r} is not an Outcome"
+    return events, report
+
+
+def check_monitor(
+    body: bytes,
+    route: str,
+    limits: Limits | None,
+    cuts: Sequence[int],
+    error: StreamError | None = None,
+) -> StreamReport:
+    """feed/close never raise; every chunking gives the events and report of one read."""
+    expected: tuple[list[tuple[Any, ...]], StreamReport] | None = None
+    for name, chunks in chunkings(body, cuts):
+        with context(f"StreamMonitor({route!r}, limits={limits}), chunking {name}"):
+            events, report = run_monitor(chunks, route, limits, error)
+        if expected is None:
+            expected = events, report
+            continue
+        one_read = untimed(expected[1])
+        assert untimed(report) == one_read, (
+            f"route {route!r}: report differs from one read under chunking {name}: "
+            f"{differences(one_read, untimed(report))} (field: (one read, this chunking))"
+        )
+        assert events == expected[0], (
+            f"route {route!r}: events differ from one read under chunking {name}"
+        )
+    assert expected is not None
+    return expected[1]
+
+
+# --------------------------------------------------------------------------------------------
+# read_stream
+# --------------------------------------------------------------------------------------------
+
+
+def summary(result: Any) -> dict[str, Any]:
+    """What a ``StreamResult`` says, as plain comparable values."""
+    return {
+        "texts": dict(result.texts),
+        "reasoning": dict(result.reasoning),
+        "tool_calls": [(call.id, call.name, call.arguments) for call in result.tool_calls],
+        "stop_reason": result.stop_reason,
+        "input_tokens": result.input_tokens,
+        "output_tokens": result.output_tokens,
+        "report": untimed(result.report),
+    }
+
+
+def run_reader(chunks: list[bytes], route: str, limits: Limits | None) -> dict[str, Any]:
+    """``read_stream`` as a plain value: ``{"result": ...}`` or ``{"fault": code, ...}``.
+
+    Anything but a ``StreamResult`` or a ``StreamFault`` propagates.
+    """
+    try:
+        result = read_stream(iter(chunks), route, limits=limits)
+    except StreamFault as fault:
+        report = None if fault.report is None else untimed(fault.report)
+        return {"fault": fault.code, "report": report}
+    text = result.text  # the documented property must work on any accepted result
+    assert isinstance(text, str), type(text)
+    return {"result": summary(result)}
+
+
+def check_reader(
+    body: bytes, route: str, limits: Limits | None, cuts: Sequence[int]
+) -> dict[str, Any]:
+    """Only a result or a StreamFault, and the same one for every chunking."""
+    expected: dict[str, Any] | None = None
+    for name, chunks in chunkings(body, cuts):
+        with context(f"read_stream(route={route!r}, limits={limits}), chunking {name}"):
+            verdict = run_reader(chunks, route, limits)
+        if expected is None:
+            expected = verdict
+            continue
+        assert verdict == expected, (
+            f"route {route!r}: read_stream differs from one read under chunking {name}: "
+            f"{differences(_flat(expected), _flat(verdict))} (key: (one read, this chunking))"
+        )
+    assert expected is not None
+    return expected
+
+
+def _flat(verdict: dict[str, Any]) -> dict[str, Any]:
+    flat = {key: value for key, value in verdict.items() if key not in ("report", "result")}
+    inner = verdict.get("result") or {}
+    flat.update({key: value for key, value in inner.items() if key != "report"})
+    report = verdict.get("report") or inner.get("report") or {}
+    flat.update({f"report.{key}": value for key, value in report.items()})
+    return flat
+
+
+def check_agreement(body: bytes, route: str, limits: Limits | None) -> None:
+    """The reader's verdict is the monitor's outcome.
+
+    ``complete`` -> a result; ``incomplete`` -> fault ``incomplete``; any other outcome -> a
+    fault with that outcome as code; and the reader's report is the monitor's. The one
+    documented exception: the reader keeps text, so ``Limits.max_text_chars`` can stop it
+    (``buffer_limit`` at stage ``text``) where the observing monitor keeps none.
+    """
+    with context(f"StreamMonitor({route!r}, limits={limits}), one read"):
+        _, report = run_monitor([body], route, limits, None)
+    with context(f"read_stream(route={route!r}, limits={limits}), one read"):
+        verdict = run_reader([body], route, limits)
+    got_report = verdict["report"] if "fault" in verdict else verdict["result"]["report"]
+    if got_report is not None and got_report["buffer_limit_stage"] == "text":
+        return
+    outcome = report.outcome
+    if outcome is Outcome.COMPLETE:
+        assert "result" in verdict, (
+            f"route {route!r}: the monitor says complete (stop_reason={report.stop_reason!r}) "
+            f"but read_stream refused it with code {verdict.get('fault')!r}; reader report "
+            f"differs by {differences(untimed(report), got_report or {})} (monitor, reader)"
+        )
+    else:
+        code = outcome.value
+        assert verdict.get("fault") == code, (
+            f"route {route!r}: the monitor says {code} but read_stream gave "
+            f"{'a result' if 'result' in verdict else 'fault ' + repr(verdict['fault'])}"
+        )
+    assert got_report == untimed(report), (
+        f"route {route!r}: the reader's report differs from the monitor's: "
+        f"{differences(untimed(report), got_report or {})} (monitor, reader)"
+    )
