@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -225,16 +225,23 @@ def check_monitor(
 
 
 def summary(result: Any) -> dict[str, Any]:
-    """What a ``StreamResult`` says, as plain comparable values."""
-    return {
-        "texts": dict(result.texts),
-        "reasoning": dict(result.reasoning),
-        "tool_calls": [(call.id, call.name, call.arguments) for call in result.tool_calls],
-        "stop_reason": result.stop_reason,
-        "input_tokens": result.input_tokens,
-        "output_tokens": result.output_tokens,
-        "report": untimed(result.report),
-    }
+    """Every field of a ``StreamResult`` as plain comparable values (the report untimed)."""
+    found: dict[str, Any] = {}
+    for field in dataclasses.fields(result):
+        value = getattr(result, field.name)
+        if isinstance(value, StreamReport):
+            value = untimed(value)
+        elif isinstance(value, Mapping):
+            value = dict(value)
+        elif isinstance(value, tuple):
+            value = [
+                tuple(getattr(item, f.name) for f in dataclasses.fields(item))
+                if dataclasses.is_dataclass(item)
+                else item
+                for item in value
+            ]
+        found[field.name] = value
+    return found
 
 
 def run_reader(chunks: list[bytes], route: str, limits: Limits | None) -> dict[str, Any]:

@@ -10,7 +10,8 @@
   result or a ``StreamFault``, and the reader's verdict is the monitor's outcome.
 - Ceilings (``Limits``) give the same report whatever the chunking: an event over
   ``max_event_bytes``/``max_line_bytes`` inside one read, the pending sizes reported at the
-  ceiling, and events after an accumulator ceiling in the same read.
+  ceiling, and the events after a route-state ceiling (tool arguments, tool calls, parts, kept
+  text) in the same read.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pytest
 from otelsse import Limits, SSEEvent, SSEParser, StreamFault, StreamMonitor, read_stream
 from otelsse.routes import route_names
 
-from ._checks import check_agreement, check_monitor, check_parser, run_reader
+from ._checks import check_agreement, check_monitor, check_parser, check_reader, run_reader
 from ._inputs import INDEX_KEYS, dumps, json_get, json_paths, json_set
 
 # --------------------------------------------------------------------------------------------
@@ -508,10 +509,27 @@ _TOOL_CALL_THEN_FINISH = (
 )
 
 
+#: A ceiling of the route state (not of the framer) hit by the first event, with the events that
+#: follow in the same read; the property checked (monitor or reader).
+STATE_CEILINGS = {
+    "max_tool_argument_chars": (Limits(max_tool_argument_chars=3), _TOOL_CALL_THEN_FINISH, False),
+    "max_tool_calls": (Limits(max_tool_calls=0), _TOOL_CALL_THEN_FINISH, False),
+    "max_parts": (Limits(max_parts=0), _chat_body("Hello"), False),
+    "max_text_chars in the reader": (Limits(max_text_chars=1), _chat_body("Hello"), True),
+}
+
+
 @pytest.mark.parametrize("route", ["openai.chat_completions", "auto"])
-def test_events_after_an_accumulator_ceiling_are_not_judged_whatever_the_chunking(
-    route: str,
+@pytest.mark.parametrize(
+    ("limits", "body", "reader"), STATE_CEILINGS.values(), ids=STATE_CEILINGS.keys()
+)
+def test_events_after_a_state_ceiling_in_the_same_read_are_not_judged(
+    route: str, limits: Limits, body: bytes, reader: bool
 ) -> None:
-    """Tool arguments over ``max_tool_argument_chars`` in the first event: in one read the
-    finish and ``[DONE]`` that followed were still judged (terminal_seen, stop_reason)."""
-    check_monitor(_TOOL_CALL_THEN_FINISH, route, Limits(max_tool_argument_chars=3), [])
+    """The first event breaches the ceiling: in one read the finish and ``[DONE]`` that followed
+    were still judged (terminal_seen, stop_reason, event_count, decoded_char_count...), one byte
+    per read they were not."""
+    if reader:
+        check_reader(body, route, limits, [])
+    else:
+        check_monitor(body, route, limits, [])
