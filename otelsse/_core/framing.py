@@ -318,12 +318,14 @@ class SSEParser:
         have had the read ended there: what the read held after it is forgotten, counters
         included, so the report does not depend on how the bytes were chunked.
         """
-        if self.limit_exceeded is not None:
+        if events_used is not None:
+            # That event came before any ceiling of the parser's own in the same read (which
+            # dispatches nothing after its breach): the downstream one was breached first.
+            self._forget_after(events_used)
+        elif self.limit_exceeded is not None:
             return
         self.limit_exceeded = stage
         self._guarded = True
-        if events_used is not None:
-            self._forget_after(events_used)
         self.pending_event_chars = self._tail_len
         self.pending_line_chars = self._line_len
         self._tail = []
