@@ -535,10 +535,9 @@ def test_events_after_a_state_ceiling_in_the_same_read_are_not_judged(
         check_monitor(body, route, limits, [])
 
 
-_PART_THEN_LONG_EVENT = (
-    b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\ndata: ' + b"x" * 80 + b"\n\n"
-)
-#: A route-state ceiling breached by the first event, a framer ceiling by the second.
+_PART = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
+_PART_THEN_LONG_EVENT = _PART + _PART + b"data: " + b"x" * 80 + b"\n\n"
+#: A route-state ceiling breached by the first event, a framer ceiling by the third.
 STATE_THEN_FRAMER_CEILINGS = {
     "max_parts then max_event_bytes": (Limits(max_parts=0, max_event_bytes=64), False),
     "max_parts then max_line_bytes": (Limits(max_parts=0, max_line_bytes=64), False),
@@ -556,9 +555,10 @@ STATE_THEN_FRAMER_CEILINGS = {
 def test_a_state_ceiling_then_a_framer_ceiling_in_one_read_reports_the_first(
     route: str, limits: Limits, reader: bool
 ) -> None:
-    """In one read the framer had already stopped at the long second event when the route hit
-    its ceiling on the first: the report kept the framer's pending sizes (65, 65) where one
-    byte per read, stopped after the first event, reports (0, 0)."""
+    """In one read the framer had already stopped at the long third event when the route hit
+    its ceiling on the first: the report kept the framer's counts (decoded_char_count 116,
+    pending sizes 65 and 65) where one byte per read, stopped after the first event, reports
+    58, 0 and 0."""
     if reader:
         check_reader(_PART_THEN_LONG_EVENT, route, limits, [])
     else:
