@@ -8,6 +8,7 @@ read styles): the client harness of ``tests/_clients.py``.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +16,16 @@ import pytest
 from ._clients import ASYNC_CLIENTS, CLIENTS, SYNC_CLIENTS, Client, Style
 from ._otel import Telemetry
 from ._server import SSEServer
+
+# Hypothesis' pytest plugin imports its patch writer (and libcst) when a property fails; libcst
+# warns on import, which filterwarnings=error turns into a pytest INTERNALERROR in place of the
+# falsifying example. Importing it once here, warnings off, keeps every failure readable.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    try:
+        import hypothesis.extra._patching  # noqa: F401
+    except ImportError:  # libcst is optional
+        pass
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import warnings
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -28,16 +27,6 @@ from ._inputs import (
 )
 
 T = TypeVar("T")
-
-# Hypothesis' pytest plugin imports its patch writer (and libcst) when a test fails; libcst
-# warns on import (mypy_extensions.TypedDict), which filterwarnings=error turns into a pytest
-# INTERNALERROR instead of the falsifying example. Import it once here, warnings off.
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    try:
-        import hypothesis.extra._patching  # noqa: F401
-    except ImportError:  # pragma: no cover - libcst is optional
-        pass
 
 #: Examples per property; ``OTELSSE_FUZZ_EXAMPLES=100000`` for a long run.
 EXAMPLES = int(os.environ.get("OTELSSE_FUZZ_EXAMPLES", "200"))
