@@ -6,7 +6,7 @@ import dataclasses
 import random
 from collections.abc import Iterable
 
-from otelsse import SSEEvent, StreamMonitor, StreamReport
+from otelsse import SSEEvent, SSEParser, StreamMonitor, StreamReport
 from otelsse.monitor import StreamError
 
 
@@ -71,3 +71,19 @@ def windowed_positions(body: bytes) -> list[int]:
     for lead in leads:
         positions.update(range(lead, lead + 4))
     return sorted(p for p in positions if 0 < p < len(body))
+
+
+def parser_state(parser: SSEParser) -> dict[str, object]:
+    """Everything a (closed) parser reports about the stream."""
+    return {
+        "last_event_id": parser.last_event_id,
+        "retry": parser.retry,
+        "comment_count": parser.comment_count,
+        "unknown_field_count": parser.unknown_field_count,
+        "invalid_utf8_count": parser.invalid_utf8_count,
+        "decoded_chars": parser.decoded_chars,
+        "limit_exceeded": parser.limit_exceeded,
+        "discarded_event": parser.discarded_event,
+        "pending_line_chars": parser.pending_line_chars,
+        "pending_event_chars": parser.pending_event_chars,
+    }

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from otelsse import ParserClosedError, SSEEvent, SSEParser
 from otelsse._core.framing import DEFAULT_MAX_LINE_BYTES
+from tests._helpers import parser_state
 
 BOM = b"\xef\xbb\xbf"
 #: Examples per property test; a long fuzzing run raises it, e.g. OTELSSE_FUZZ_EXAMPLES=200000.
@@ -43,21 +44,6 @@ def parse(chunks: Sequence[bytes], **limits: int) -> tuple[list[SSEEvent], SSEPa
     return events, parser
 
 
-def state(parser: SSEParser) -> dict[str, object]:
-    """Everything a closed parser reports about the stream."""
-    return {
-        "last_event_id": parser.last_event_id,
-        "retry": parser.retry,
-        "comment_count": parser.comment_count,
-        "unknown_field_count": parser.unknown_field_count,
-        "invalid_utf8_count": parser.invalid_utf8_count,
-        "limit_exceeded": parser.limit_exceeded,
-        "discarded_event": parser.discarded_event,
-        "pending_line_chars": parser.pending_line_chars,
-        "pending_event_chars": parser.pending_event_chars,
-    }
-
-
 def chunkings(stream: bytes) -> Iterator[list[bytes]]:
     """The stream whole, in every two-part split, and one byte at a time."""
     yield [stream]
@@ -69,11 +55,11 @@ def chunkings(stream: bytes) -> Iterator[list[bytes]]:
 def assert_split_invariant(stream: bytes, **limits: int) -> tuple[list[SSEEvent], SSEParser]:
     """Assert that every chunking of ``stream`` gives the same events and state as the whole."""
     events, parser = parse([stream], **limits)
-    expected_state = state(parser)
+    expected_state = parser_state(parser)
     for chunks in chunkings(stream):
         got_events, got_parser = parse(chunks, **limits)
         assert got_events == events, f"events differ for chunking {chunks!r}"
-        assert state(got_parser) == expected_state, f"state differs for chunking {chunks!r}"
+        assert parser_state(got_parser) == expected_state, f"state differs for chunking {chunks!r}"
     return events, parser
 
 
@@ -696,7 +682,7 @@ def test_an_empty_stream_has_no_events_and_nothing_pending() -> None:
     """A stream with no bytes at all dispatches nothing and discards nothing."""
     events, parser = parse([])
     assert events == []
-    assert state(parser) == state(SSEParser())
+    assert parser_state(parser) == parser_state(SSEParser())
 
 
 # --------------------------------------------------------------------------------------------
@@ -716,7 +702,7 @@ def test_feeding_empty_bytes_is_a_no_op() -> None:
     assert parser.feed(b"") == []
     events.extend(parser.close())
     assert events == expected_events == [msg("a"), msg("b")]
-    assert state(parser) == state(expected_parser)
+    assert parser_state(parser) == parser_state(expected_parser)
 
 
 def test_feed_after_close_raises() -> None:
@@ -775,12 +761,14 @@ def test_a_mixed_stream_gives_the_same_events_under_any_chunking() -> None:
         msg("", id="1", retry=1500),
         msg(" z\ufffd", retry=1500),
     ]
-    assert state(parser) == {
+    assert parser_state(parser) == {
         "last_event_id": "",
         "retry": 1500,
         "comment_count": 1,
         "unknown_field_count": 1,
         "invalid_utf8_count": 1,
+        # The complete events, LF-normalised and decoded (the pending "event: tail" block is not).
+        "decoded_chars": 92,
         "limit_exceeded": None,
         "discarded_event": True,
         "pending_line_chars": 0,
@@ -965,13 +953,13 @@ def test_a_ceiling_gives_the_same_verdict_under_every_chunking(
     limits = {"max_line_bytes": max_line, "max_event_bytes": max_event}
     byte_at_a_time = [stream[i : i + 1] for i in range(len(stream))]
     expected_events, parser = parse(byte_at_a_time, **limits)
-    expected_state = {**state(parser), "decoded_chars": parser.decoded_chars}
+    expected_state = parser_state(parser)
 
     breach = breach_of(stream, max_line, max_event)
     if breach is None:
         unlimited_events, unlimited = parse([stream])
         assert expected_events == unlimited_events
-        assert expected_state == {**state(unlimited), "decoded_chars": unlimited.decoded_chars}
+        assert expected_state == parser_state(unlimited)
     else:
         prefix, stage, line, event = breach
         assert expected_events == parse([BOM + prefix])[0]
@@ -986,4 +974,4 @@ def test_a_ceiling_gives_the_same_verdict_under_every_chunking(
     for chunks in ([stream], split):
         events, parser = parse(chunks, **limits)
         assert events == expected_events, chunks
-        assert {**state(parser), "decoded_chars": parser.decoded_chars} == expected_state, chunks
+        assert parser_state(parser) == expected_state, chunks

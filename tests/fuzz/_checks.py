@@ -24,6 +24,7 @@ from otelsse import (
     read_stream,
 )
 from otelsse.monitor import StreamError
+from tests._helpers import parser_state
 
 #: Report fields that depend on the clock, and ``chunk_count`` (on the chunking, by definition).
 UNCOMPARED = frozenset(
@@ -87,21 +88,6 @@ def differences(expected: dict[str, Any], got: dict[str, Any]) -> dict[str, tupl
 # --------------------------------------------------------------------------------------------
 # SSEParser
 # --------------------------------------------------------------------------------------------
-
-
-def parser_state(parser: SSEParser) -> dict[str, Any]:
-    return {
-        "last_event_id": parser.last_event_id,
-        "retry": parser.retry,
-        "comment_count": parser.comment_count,
-        "unknown_field_count": parser.unknown_field_count,
-        "invalid_utf8_count": parser.invalid_utf8_count,
-        "decoded_chars": parser.decoded_chars,
-        "limit_exceeded": parser.limit_exceeded,
-        "discarded_event": parser.discarded_event,
-        "pending_line_chars": parser.pending_line_chars,
-        "pending_event_chars": parser.pending_event_chars,
-    }
 
 
 def run_parser(chunks: list[bytes], **limits: int) -> tuple[list[tuple[Any, ...]], dict[str, Any]]:
