@@ -125,41 +125,6 @@ def check_parser(body: bytes, cuts: Sequence[int], **limits: int) -> list[tuple[
     return expected[0]
 
 
-def reference_events(body: bytes) -> list[tuple[str, str, str, int | None]]:
-    """A plain, line-by-line reading of the WHATWG event-stream interpretation.
-
-    With the parser's documented decisions: ``retry`` is one to 300 ASCII digits; an ``id``
-    with U+0000 is ignored; the unterminated event at EOF is discarded.
-    """
-    text = body.decode("utf-8", "replace")
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    lines.pop()  # after the last line end: an unterminated line, never interpreted
-    events = []
-    event_type, data, last_id, retry = "", "", "", None
-    for line in lines:
-        if not line:
-            if data:
-                events.append((event_type or "message", data[:-1], last_id, retry))
-            event_type, data = "", ""
-            continue
-        if line.startswith(":"):
-            continue
-        name, colon, value = line.partition(":")
-        if colon and value.startswith(" "):
-            value = value[1:]
-        if name == "event":
-            event_type = value
-        elif name == "data":
-            data += value + "\n"
-        elif name == "id" and "\0" not in value:
-            last_id = value
-        elif name == "retry" and value.isascii() and value.isdigit() and len(value) <= 300:
-            retry = int(value)
-    return events
-
-
 # --------------------------------------------------------------------------------------------
 # StreamMonitor
 # --------------------------------------------------------------------------------------------
