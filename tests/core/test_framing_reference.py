@@ -3,11 +3,11 @@
 Spec: https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation
 
 ``tests/_whatwg.py``'s ``reference()`` follows the algorithm line by line (with the parser's
-documented decisions where the spec leaves a choice). Hypothesis feeds both the same streams (arbitrary bytes, a soup of SSE tokens,
-and structured streams of fields, comments, CR/LF/CRLF line ends, BOMs, invalid UTF-8 and
-arbitrary Unicode) under random chunkings, with the default ceilings, which these streams never
-reach, and compares every dispatched event (type, data, last event ID, retry), and then the last
-event ID and reconnection time left at the end of the stream.
+documented decisions where the spec leaves a choice). Hypothesis feeds both the same streams
+(arbitrary bytes, a soup of SSE tokens, and structured streams of fields, comments, CR/LF/CRLF
+line ends, BOMs, invalid UTF-8 and arbitrary Unicode) under random chunkings, with the default
+ceilings, which these streams never reach, and compares every dispatched event (type, data, last
+event ID, retry), and then the last event ID and reconnection time left at the end of the stream.
 
 Each test runs 200 examples by default. For a long fuzzing run, set ``OTELSSE_FUZZ_EXAMPLES``:
 
