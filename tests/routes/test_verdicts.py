@@ -414,3 +414,36 @@ def test_a_call_still_open_at_a_success_terminal_is_a_payload_error_for_both() -
     outcome, answer = _judge(body, _LeavesCallsOpen)
     assert outcome is Outcome.PAYLOAD_ERROR
     assert isinstance(answer, StreamFault)
+
+
+# -- Gemini -------------------------------------------------------------------------------------
+
+
+def _candidate(text: str | None, finish: Any = None, index: int = 0) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"index": index}
+    if text is not None:
+        candidate["content"] = {"role": "model", "parts": [{"text": text}]}
+    if finish is not None:
+        candidate["finishReason"] = finish
+    return {"candidates": [candidate], "modelVersion": "gemini-x"}
+
+
+def test_gemini_content_for_a_finished_candidate_is_a_protocol_error() -> None:
+    """Candidate 0 finished while candidate 1 still streams: more text for 0 breaks the rule."""
+    body = _data(_candidate("a", None, 1), _candidate("Hi", "STOP", 0), _candidate("more", None, 0))
+    body += _data(_candidate("b", "STOP", 1))
+    assert _judge(body, "gemini.generate_content")[0] is Outcome.PROTOCOL_ERROR
+
+
+def test_gemini_events_after_every_candidate_finished_are_anomalies() -> None:
+    """The last finish reason is the terminal; like events after [DONE], later ones are counted."""
+    body = _data(_candidate("Hi", "STOP"), _candidate("more"), _candidate(None, "STOP"))
+    _, report = run_monitor([body], route="gemini.generate_content")
+    assert report.outcome is Outcome.COMPLETE
+    assert report.anomalies == {"event_after_terminal": 2}
+
+
+@pytest.mark.parametrize("finish", [["STOP"], {"r": "STOP"}, 7])
+def test_gemini_finish_reason_that_is_not_a_string_is_a_payload_error(finish: Any) -> None:
+    body = _data(_candidate("Hi", finish))
+    assert _judge(body, "gemini.generate_content")[0] is Outcome.PAYLOAD_ERROR
