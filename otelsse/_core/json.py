@@ -48,13 +48,14 @@ _strict_decode: Callable[[str], Any] = json.JSONDecoder(
 ).decode
 
 
-def _check_depth(text: str, value: Any) -> Any:
-    """``value``, unless it nests deeper than ``MAX_DEPTH``.
+# A value ``d`` levels deep takes at least ``2 * d`` characters: shorter texts are never walked.
+_SHALLOW_TEXT = 2 * MAX_DEPTH
 
-    A value ``d`` levels deep takes at least ``2 * d`` characters and ``d`` brackets, so the walk
-    runs only on the rare text that could exceed the bound.
-    """
-    if len(text) <= 2 * MAX_DEPTH or text.count("[") + text.count("{") <= MAX_DEPTH:
+
+def _check_depth(text: str, value: Any) -> Any:
+    """``value``, unless it nests deeper than ``MAX_DEPTH`` (``text`` is longer than
+    ``_SHALLOW_TEXT``; it also takes ``d`` brackets, so most texts are not walked either)."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
         return value
     level: list[Any] = [value]
     for _ in range(MAX_DEPTH):
@@ -72,7 +73,8 @@ def _check_depth(text: str, value: Any) -> Any:
 
 
 def _loads_stdlib(text: str) -> Any:
-    return _check_depth(text, _strict_decode(text))
+    value = _strict_decode(text)
+    return value if len(text) <= _SHALLOW_TEXT else _check_depth(text, value)
 
 
 loads: Callable[[str], Any]
@@ -88,7 +90,7 @@ try:
             # msgspec also refuses a raw lone surrogate in a string (UnicodeEncodeError), which
             # a tool call's joined argument fragments can hold after their own JSON decoding.
             value = _strict_decode(text)  # raises unless the grammar allows it after all
-        return _check_depth(text, value)
+        return value if len(text) <= _SHALLOW_TEXT else _check_depth(text, value)
 
     loads = _loads_msgspec
     JSON_DECODER = "msgspec"
