@@ -305,9 +305,7 @@ class SSEParser:
             self.pending_line_chars = measure(tail[last_lf + 1 :])
             # Would a blank line here have dispatched an event? Only if a complete data line waits.
             complete = tail[: last_lf + 1]
-            self.discarded_event = any(
-                line == b"data" or line.startswith(b"data:") for line in complete.split(b"\n")
-            )
+            self.discarded_event = _has_data_line(complete)
         return []
 
     def stop(self, stage: str, *, events_used: int | None = None) -> None:
@@ -336,10 +334,7 @@ class SSEParser:
         span, end, dispatched = self._last_span, 0, 0
         while dispatched < events_used:
             start, end = end, span.index(b"\n\n", end) + 2
-            if any(
-                line == b"data" or line.startswith(b"data:")
-                for line in span[start:end].split(b"\n")
-            ):
+            if _has_data_line(span[start:end]):
                 dispatched += 1
         unused = span[end:]
         if unused:
@@ -436,3 +431,8 @@ def _maybe_retry(value: str, current: int | None) -> int | None:
     if len(value) <= _RETRY_MAX_DIGITS and value.isdigit() and value.isascii():
         return int(value)
     return current
+
+
+def _has_data_line(lines: bytes) -> bool:
+    """Whether complete lines hold a ``data`` field: a blank line after them would dispatch."""
+    return any(line == b"data" or line.startswith(b"data:") for line in lines.split(b"\n"))

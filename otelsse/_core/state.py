@@ -5,7 +5,7 @@ vocabulary every route shares:
 
     part_open        open_part(key) for a new choice, content block or output index
     text_delta       text(key, chunk, reasoning=...)
-    refusal          refusal(key, chunk), or refused() when no text comes with it
+    refusal          refusal(key, chunk), or refused_without_text() for a refusal stop
     item_open        open_tool(call_id, name, empty_means=..., kind=...) -> ToolCall
     tool_args_delta  tool_args(call, fragment)
     item_close       close_tool(call, parsed=..., whole=...)

@@ -161,7 +161,7 @@ def stream_error(error: BaseException) -> StreamError:
     if isinstance(error, _cancellation_types()):
         return "cancelled"
     builtin = _timeout_types()
-    loaded = [get_client(library) for library in CLIENT_MODULES if library in sys.modules]
+    loaded = _loaded_clients()
     for link in error_chain(error):
         if isinstance(link, builtin) or any(client.is_timeout(link) for client in loaded):
             return "timeout"
@@ -172,13 +172,18 @@ def is_transport_failure(error: BaseException) -> bool:
     """Whether ``error`` is the network's or the peer's doing: an I/O error (``OSError``,
     timeouts included, or ``EOFError``) anywhere in its chain, or one a loaded client library
     raises for its transport. A bug in whatever produced the bytes is not."""
-    loaded = [get_client(library) for library in CLIENT_MODULES if library in sys.modules]
+    loaded = _loaded_clients()
     for link in error_chain(error):
         if isinstance(link, (OSError, EOFError, *_timeout_types())) or any(
             client.is_transport(link) for client in loaded
         ):
             return True
     return False
+
+
+def _loaded_clients() -> list[Client]:
+    # A library never imported cannot have raised: its module is not imported here either.
+    return [get_client(library) for library in CLIENT_MODULES if library in sys.modules]
 
 
 def _cancellation_types() -> tuple[type[BaseException], ...]:

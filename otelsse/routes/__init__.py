@@ -241,10 +241,9 @@ def match_route(request: Request) -> type[Route] | None:
     routes first) that claims it; else ``generic`` for a request a route disowns (another
     contract of its provider that otelsse does not read, which sniffing must not guess).
     """
-    if _hosts:
-        profile = _host_profile(request.host)
-        if profile is not None and profile.matches(request):
-            return profile
+    profile = _host_profile(request.host)
+    if profile is not None and profile.matches(request):
+        return profile
     for route in _routes:  # every request passes here: kept to a plain loop
         if route.matches(request):
             return route

@@ -25,6 +25,7 @@ from ._base import CHUNK, Request, Route, handles
 __all__ = ["OPENAI_CHAT_PROFILES", "OpenAIChatRoute"]
 
 _DEPRECATED_FUNCTION_CALL = -1  # tool index used for the legacy single ``function_call`` delta
+_UNSEEN = object()  # a choice index not seen before (its finish reason is None while open)
 
 
 class OpenAIChatRoute(Route):
@@ -97,13 +98,14 @@ class OpenAIChatRoute(Route):
             for choice in choices:
                 choice_get = choice.get
                 index = choice_get("index", 0)
-                if index not in finish:
+                finished = finish.get(index, _UNSEEN)
+                if finished is _UNSEEN:
                     if not state.open_part(index):
                         continue
-                    finish[index] = None
+                    finish[index] = finished = None
                 delta = choice_get("delta")
                 if delta:
-                    if finish[index] is not None:
+                    if finished is not None:
                         self._after_finish(delta, state)
                     content = delta.get("content")
                     if content is None or len(delta) > 1:

@@ -36,6 +36,11 @@ _TOOL_ITEM_KINDS = {
 _DONE = "[DONE]"
 
 
+def _input_key(kind: str) -> str:
+    """Where an item or its ``.done`` event holds a call's input: free text for custom tools."""
+    return "input" if kind == CUSTOM else "arguments"
+
+
 class OpenAIResponsesRoute(Route):
     name: ClassVar[str] = "openai.responses"
     provider: ClassVar[str | None] = "openai"
@@ -150,11 +155,10 @@ class OpenAIResponsesRoute(Route):
     def _output(self, obj: dict[str, Any], state: StreamState) -> int | None:
         """The event's output index, admitted as a part the first time it is seen."""
         index: Any = obj.get("output_index", 0)
-        if index in self._outputs:
-            return index  # type: ignore[no-any-return]
-        if not state.open_part(index):
-            return None
-        self._outputs.add(index)
+        if index not in self._outputs:
+            if not state.open_part(index):
+                return None
+            self._outputs.add(index)
         return index  # type: ignore[no-any-return]
 
     @handles("response.output_text.delta")
@@ -197,7 +201,7 @@ class OpenAIResponsesRoute(Route):
         if call is None:
             state.protocol_violation("arguments_without_item")
             return
-        whole = obj.get("input" if call.kind == CUSTOM else "arguments")
+        whole = obj.get(_input_key(call.kind))
         if call.fragments and whole != "".join(call.fragments):
             state.anomaly("arguments_done_mismatch")
         state.close_tool(call, whole=whole)
@@ -214,7 +218,7 @@ class OpenAIResponsesRoute(Route):
         call_id = item.get("call_id") or item.get("id")
         call = state.open_tool(call_id, item.get("name", item.get("type")), empty_means, kind)
         self._calls[item.get("id", "")] = call
-        initial = item.get("input" if kind == CUSTOM else "arguments")
+        initial = item.get(_input_key(kind))
         if initial:
             state.tool_args(call, initial)
 
@@ -223,7 +227,7 @@ class OpenAIResponsesRoute(Route):
         item = obj["item"]
         call = self._calls.get(item.get("id", ""))
         if call is not None:
-            state.close_tool(call, whole=item.get("input" if call.kind == CUSTOM else "arguments"))
+            state.close_tool(call, whole=item.get(_input_key(call.kind)))
 
     @handles("response.created")
     def _on_snapshot(self, obj: dict[str, Any], state: StreamState) -> None:
