@@ -4,7 +4,8 @@
 httpx2 or requests, and records one span and a set of metrics per stream. The sans-IO core
 (``SSEParser``, ``StreamMonitor`` and the routes) turns response bytes into events and one
 ``StreamReport`` whose ``outcome`` says how the stream really ended; the enforcing reader
-(``read_stream``) releases a stream's text and tool calls only once it has.
+(``read_stream``) releases a stream's text and tool calls only once it has; the tool gate
+(``ToolGate``) runs a call only once it provably completed, validated and was approved, once.
 """
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
@@ -13,6 +14,16 @@ from typing import Any as _Any
 from ._core.events import SSEEvent
 from ._core.framing import SSEParser
 from ._exceptions import OtelSSEError, ParserClosedError
+from .gate import (
+    Decision,
+    GateCall,
+    GateResult,
+    IllegalTransition,
+    ToolCallState,
+    ToolCallView,
+    ToolGate,
+)
+from .ledger import CallKey, Ledger, LedgerEntry, MemoryLedger, SQLiteLedger
 from .monitor import Limits, Outcome, StreamMonitor, StreamReport
 from .reader import (
     AsyncStreamReader,
@@ -32,11 +43,20 @@ if _TYPE_CHECKING:
 
 __all__ = [
     "AsyncStreamReader",
+    "CallKey",
+    "Decision",
+    "GateCall",
+    "GateResult",
+    "IllegalTransition",
+    "Ledger",
+    "LedgerEntry",
     "Limits",
+    "MemoryLedger",
     "OtelSSEError",
     "Outcome",
     "ParserClosedError",
     "Route",
+    "SQLiteLedger",
     "SSEEvent",
     "SSEInstrumentor",
     "SSEParser",
@@ -47,6 +67,9 @@ __all__ = [
     "StreamResult",
     "TextDelta",
     "ToolCallResult",
+    "ToolCallState",
+    "ToolCallView",
+    "ToolGate",
     "__version__",
     "aread_stream",
     "detect_route",

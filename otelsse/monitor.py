@@ -70,6 +70,9 @@ class Limits:
     max_text_chars: int = 64 * 1024 * 1024
     #: Distinct choices, content blocks or output items in one stream (each costs state).
     max_parts: int = 1024
+    #: Events in one stream; None for no ceiling. Events cost time, not memory, so observe mode
+    #: has none; an enforcing reader facing an untrusted peer sets one (stage ``events``).
+    max_events: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +133,9 @@ class StreamMonitor:
         started_at: when the request was sent, in the same clock as the ``now`` values; times
             are measured from it. Defaults to the first ``now`` given.
         collect_text: keep text deltas in memory (the enforcing reader does; observe mode not).
+        stop_at_end: stop parsing right after the route's last event (its terminal, or a fatal
+            error), as if the bytes had ended there; ``ended`` then says so. The enforcing
+            reader stops reading there; observe mode judges whatever the application reads.
 
     Raises:
         KeyError: unknown route name.
@@ -142,11 +148,13 @@ class StreamMonitor:
         "_first_byte_at",
         "_first_event_at",
         "_last_event_at",
+        "_max_events",
         "_max_gap",
         "_on_event",
         "_parser",
         "_started_at",
         "_state",
+        "_stop_at_end",
         "bytes_received",
         "chunk_count",
         "event_count",
@@ -159,6 +167,7 @@ class StreamMonitor:
         limits: Limits | None = None,
         started_at: float | None = None,
         collect_text: bool = False,
+        stop_at_end: bool = False,
     ) -> None:
         limits = limits or Limits()
         self._adapter = route if isinstance(route, Route) else make_adapter(route)
@@ -174,6 +183,8 @@ class StreamMonitor:
             max_parts=limits.max_parts,
         )
         self._started_at = started_at
+        self._stop_at_end = stop_at_end
+        self._max_events = limits.max_events
         self._first_byte_at: float | None = None
         self._first_event_at: float | None = None
         self._last_event_at: float | None = None
@@ -199,9 +210,19 @@ class StreamMonitor:
         return self._parser.limit_exceeded is not None
 
     @property
+    def ended(self) -> bool:
+        """With ``stop_at_end``: the route's last event has arrived and parsing stopped there."""
+        return self._parser.ended
+
+    @property
     def route(self) -> str:
         """The route name; for ``"auto"``, the contract sniffed so far (``generic`` until then)."""
         return self._adapter.resolved().name
+
+    @property
+    def route_class(self) -> type[Route]:
+        """The route judging the stream; for ``"auto"``, the one sniffed so far."""
+        return type(self._adapter.resolved())
 
     def feed(self, chunk: bytes, now: float | None = None) -> list[SSEEvent]:
         """Take the next bytes as the application read them; return the events they completed.
@@ -217,8 +238,18 @@ class StreamMonitor:
         if now is not None:
             self._clock(now, events)
         if events:
-            self.event_count += len(events)
-            on_event, state = self._on_event, self._state
+            max_events = self._max_events
+            usable = len(events)
+            breached = max_events is not None and self.event_count + usable > max_events
+            if breached and max_events is not None:
+                # Parsing stops right after the first event past the ceiling (so that where it
+                # stops does not depend on the chunking), and that event is not judged.
+                usable = max_events - self.event_count
+                events = events[:usable]
+            self.event_count += usable
+            on_event, state, adapter = self._on_event, self._state, self._adapter
+            # Only the enforcing reader stops at the route's end: observe mode pays nothing.
+            stop_at_end = self._stop_at_end and not adapter.resolved().ended
             for handled, event in enumerate(events, 1):
                 try:
                     on_event(event, state)
@@ -228,8 +259,14 @@ class StreamMonitor:
                     # A route's ceiling stops parsing at this event, as if the read ended here:
                     # the events after it are not judged, however the bytes were chunked.
                     self._parser.stop(state.limit_stage, events_used=handled)
-                    self.event_count -= len(events) - handled
+                    self.event_count -= usable - handled
                     return events[:handled]
+                if stop_at_end and adapter.resolved().ended:
+                    self._parser.end_after(handled)
+                    self.event_count -= usable - handled
+                    return events[:handled]
+            if breached:
+                self._parser.stop("events", events_used=usable + 1)
         return events
 
     def _clock(self, now: float, events: list[SSEEvent]) -> None:

@@ -4,8 +4,10 @@
 uses and returns a ``StreamResult`` only after the route's terminal event, with every tool call's
 arguments parsed as exactly one JSON value (and checked against the tool's JSON Schema when one is
 given). Anything else raises ``StreamFault`` with a stable ``code``: an outcome name
-(``truncated``, ``provider_error``, ``incomplete``...) or ``unaccepted_stop`` /
-``tool_schema_error``. A fault's message never contains content.
+(``truncated``, ``provider_error``, ``incomplete``...) or one of ``FAULT_CODES``
+(``unaccepted_stop``, ``tool_schema_error``, ``unregistered_tool``, ``duplicate_tool_call_id``).
+A fault's message never contains content. Reading stops at the route's last event, a breached
+ceiling or a deadline, and the response is closed.
 
 For a UI that must show tokens as they come, ``StreamReader`` yields ``TextDelta`` values
 first: they are marked ``provisional`` because nothing is accepted until ``result()`` returns.
@@ -19,15 +21,17 @@ body is read.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._core.http import media_type, stream_violation
 from ._core.state import CUSTOM, FUNCTION, SERVER
 from ._exceptions import OtelSSEError
+from ._tools import ToolRegistry, ToolSchemas
 from .instrumentation._client import Client, client_of, is_transport_failure, stream_error
 from .monitor import Limits, Outcome, StreamError, StreamMonitor, StreamReport
 from .routes import AUTO, Route, detect_route, make_adapter
@@ -46,8 +50,11 @@ __all__ = [
 #: Codes a ``StreamFault`` may carry besides the outcome names.
 UNACCEPTED_STOP = "unaccepted_stop"
 TOOL_SCHEMA_ERROR = "tool_schema_error"
-
-ToolSchemas = Mapping[str, Mapping[str, Any]] | Iterable[Mapping[str, Any]]
+UNREGISTERED_TOOL = "unregistered_tool"
+DUPLICATE_TOOL_CALL_ID = "duplicate_tool_call_id"
+FAULT_CODES: tuple[str, ...] = (
+    UNACCEPTED_STOP, TOOL_SCHEMA_ERROR, UNREGISTERED_TOOL, DUPLICATE_TOOL_CALL_ID,
+)  # fmt: skip
 
 
 class StreamFault(OtelSSEError):
@@ -132,21 +139,6 @@ class StreamResult:
         return self.report.refusal
 
 
-def _normalise_tools(tools: ToolSchemas | None) -> dict[str, Mapping[str, Any]]:
-    """Tool name -> JSON Schema, from a mapping or from OpenAI/Anthropic tool lists."""
-    if tools is None:
-        return {}
-    if isinstance(tools, Mapping):
-        return dict(tools)
-    schemas: dict[str, Mapping[str, Any]] = {}
-    for tool in tools:
-        spec = tool.get("function", tool)  # OpenAI chat nests the function
-        schema = spec.get("parameters") or spec.get("input_schema")
-        if spec.get("name") and schema is not None:
-            schemas[spec["name"]] = schema
-    return schemas
-
-
 class _Enforcer:
     """What the sync and async readers share: route choice, HTTP checks, monitor, verdict."""
 
@@ -157,27 +149,32 @@ class _Enforcer:
         tools: ToolSchemas | None,
         limits: Limits | None,
         accept_stop_reasons: Iterable[str] | None,
+        *,
+        drain: bool,
+        asynchronous: bool,
     ) -> None:
-        self._schemas = _normalise_tools(tools)
-        if self._schemas:
-            try:
-                import jsonschema  # noqa: F401 - optional extra, checked up front
-            except ImportError as exc:  # pragma: no cover - jsonschema is a test dependency
-                raise OtelSSEError(
-                    "tools= needs jsonschema: pip install 'otelsse[schema]'"
-                ) from exc
+        #: The registered tools; None when ``tools=`` was not given (any call is released).
+        self.registry = None if tools is None else ToolRegistry(tools)
         self._accept = frozenset(accept_stop_reasons) if accept_stop_reasons is not None else None
         #: The source's client, None for a plain (async) iterable of bytes.
         self.client = client_of(source)
         if self.client is not None:
-            route = self._check_response(self.client, source, route)
+            try:
+                route = self._check_response(self.client, source, route)
+            except StreamFault:
+                if not asynchronous:  # an async response is closed by its caller's context
+                    _close_quietly(self.client.close, source)
+                raise
         self.monitor = StreamMonitor(
             make_adapter(route or AUTO),
             limits=limits,
             started_at=time.monotonic(),
             collect_text=True,
+            stop_at_end=not drain,
         )
         self._delivered: dict[tuple[bool, int], int] = {}
+        #: The SSE event type of the last event read (for the tool gate's record).
+        self.last_event_type: str | None = None
 
     @staticmethod
     def _check_response(
@@ -197,10 +194,19 @@ class _Enforcer:
             route = detect_route(*request, content_type)
         return route
 
+    @property
+    def done(self) -> bool:
+        """Nothing more will be parsed: the route's last event arrived (unless draining), or a
+        ceiling stopped parsing. The reader stops reading there."""
+        monitor = self.monitor
+        return monitor.ended or monitor.stopped
+
     def feed(self, chunk: bytes) -> list[TextDelta]:
         monitor = self.monitor
-        if not monitor.feed(chunk, time.monotonic()):
+        events = monitor.feed(chunk, time.monotonic())
+        if not events:
             return []
+        self.last_event_type = events[-1].event
         state = monitor.state
         deltas: list[TextDelta] = []
         for reasoning, store in ((False, state.texts), (True, state.reasoning)):
@@ -232,7 +238,7 @@ class _Enforcer:
                 raise StreamFault(Outcome.PAYLOAD_ERROR.value, report, detail="tool arguments")
             result = ToolCallResult(call.call_id, call.name, call.arguments, call.kind)
             (server_calls if call.kind == SERVER else calls).append(result)
-        self._check_schemas(calls, report)
+        self._check_calls(calls, report)
         return StreamResult(
             texts=_joined(state.texts),
             reasoning=_joined(state.reasoning),
@@ -245,21 +251,24 @@ class _Enforcer:
             server_tool_calls=tuple(server_calls),
         )
 
-    def _check_schemas(self, calls: list[ToolCallResult], report: StreamReport) -> None:
-        if not self._schemas:
+    def _check_calls(self, calls: list[ToolCallResult], report: StreamReport) -> None:
+        """Every call the application is asked to run has an id of its own and, when tools
+        were registered, a registered name and arguments its schema accepts."""
+        ids = [call.id for call in calls if call.id is not None]
+        if len(ids) != len(set(ids)):
+            raise StreamFault(DUPLICATE_TOOL_CALL_ID, report)
+        registry = self.registry
+        if registry is None:
             return
-        import jsonschema
-
         for position, call in enumerate(calls):
-            schema = self._schemas.get(call.name or "")
-            if schema is None or call.kind == CUSTOM:
+            # The position only: a name the model made up is its output, not ours to log.
+            if call.name not in registry.names:
+                raise StreamFault(UNREGISTERED_TOOL, report, detail=f"tool call {position}")
+            if call.kind == CUSTOM:
                 continue
-            error = jsonschema.exceptions.best_match(
-                jsonschema.validators.validator_for(schema)(schema).iter_errors(call.arguments)
-            )
-            if error is not None:
-                # The validator keyword only: jsonschema's own message quotes the arguments.
-                detail = f"tool call {position} failed schema keyword {error.validator!r}"
+            keyword = registry.schema_error(call.name, call.arguments)
+            if keyword is not None:
+                detail = f"tool call {position} failed schema keyword {keyword!r}"
                 raise StreamFault(TOOL_SCHEMA_ERROR, report, detail=detail)
 
     def finish_after(self, exc: BaseException) -> StreamResult:
@@ -292,8 +301,19 @@ def _joined(store: Mapping[int, list[str]]) -> dict[int, str]:
     return {key: "".join(parts) for key, parts in store.items()}
 
 
+def _close_quietly(close: Callable[..., object], *args: Any) -> None:
+    # The verdict is made: a connection that fails to close changes nothing about the stream.
+    try:
+        close(*args)
+    except Exception:
+        pass
+
+
 class _Reader:
-    """What the sync and async readers share: construction, pending deltas, the verdict."""
+    """What the sync and async readers share: construction, deadlines, pending deltas, the
+    verdict."""
+
+    _asynchronous = False
 
     def __init__(
         self,
@@ -303,36 +323,64 @@ class _Reader:
         tools: ToolSchemas | None = None,
         limits: Limits | None = None,
         accept_stop_reasons: Iterable[str] | None = None,
+        idle_timeout: float | None = None,
+        deadline: float | None = None,
+        drain: bool = False,
     ) -> None:
-        self._enforcer = _Enforcer(source, route, tools, limits, accept_stop_reasons)
+        self._enforcer = _Enforcer(
+            source, route, tools, limits, accept_stop_reasons,
+            drain=drain, asynchronous=self._asynchronous,
+        )  # fmt: skip
         self._source: Any = source
-        self._chunks: Any = None  # the source's chunk iterator, made on first read
+        self._idle_timeout = idle_timeout
+        self._deadline_at = None if deadline is None else time.monotonic() + deadline
+        # The read loop (a generator of one step per chunk), made on the first step.
+        self._generator: Any = None
         # Deltas read but not yet handed to the caller: a loop that breaks loses none of them.
         self._pending: deque[TextDelta] = deque()
         self._ended = False
         self._result: StreamResult | None = None
         self._fault: StreamFault | None = None
 
-    def _settle(self, exc: BaseException | None) -> None:
-        """The source ended (``exc`` None) or raised: judge the stream once, keep the verdict.
+    @property
+    def monitor(self) -> StreamMonitor:
+        """The monitor reading the stream (its state is what the route has established)."""
+        return self._enforcer.monitor
 
-        An exception that is not a transport failure propagates unchanged (re-raised outside
-        any handler of the reader's own, so it gains no context); the stream is then judged as
-        cancelled, and a later ``result()`` gives that verdict.
+    def _read_budget(self) -> float | None:
+        """How long the next read may wait: the idle timeout, cut to what is left of the
+        deadline (0 once it has passed); None when neither was given."""
+        budget = self._idle_timeout
+        if self._deadline_at is not None:
+            left = max(0.0, self._deadline_at - time.monotonic())
+            budget = left if budget is None else min(budget, left)
+        return budget
+
+    def _settle(self, error: StreamError | None = None) -> None:
+        """Judge the stream once and keep the verdict: it ended cleanly, at its last event or
+        a ceiling (``error`` None), or at the reader's own deadline (``"timeout"``)."""
+        self._ended = True
+        try:
+            self._result = self._enforcer.finish(error)
+        except StreamFault as fault:
+            self._fault = fault
+
+    def _settle_raised(self, exc: BaseException) -> None:
+        """The source raised ``exc``. A transport failure is judged as the end of the stream
+        (``truncated``, ``timeout``...); anything else propagates unchanged (re-raised outside
+        any handler of the reader's own, so it gains no context), the stream judged cancelled.
         """
         self._ended = True
         enforcer = self._enforcer
-        propagate = exc is not None and _propagates(exc)
+        propagate = _propagates(exc)
         try:
-            if exc is None:
-                self._result = enforcer.finish()
-            elif propagate:
+            if propagate:
                 self._result = enforcer.finish("cancelled")
             else:
                 self._result = enforcer.finish_after(exc)
         except StreamFault as fault:
             self._fault = fault
-        if exc is not None and propagate:
+        if propagate:
             raise exc
 
     def _verdict(self) -> StreamResult:
@@ -345,14 +393,26 @@ class _Reader:
 class StreamReader(_Reader):
     """Reads a stream through the enforcer: iterate for provisional text, then ``result()``.
 
+    Reading stops at the route's last event (its terminal, or a fatal error) or at a breached
+    ceiling, and the response is then closed: a peer that keeps the connection open, or never
+    stops sending, is not read further.
+
     Args:
         source: an httpx/httpx2/requests response or an iterable of bytes.
         route: a route name or class; detected from the response's request when None (``"auto"``
             sniffs the contract from the events).
-        tools: JSON Schemas by tool name (or an OpenAI/Anthropic ``tools`` list).
-        limits: buffer ceilings.
+        tools: the registered tools: JSON Schemas by tool name (None for a tool without one),
+            or an OpenAI/Anthropic ``tools`` list. When given, a call to any other tool is
+            refused (``unregistered_tool``).
+        limits: ceilings on buffers and (``max_events``) on the events read.
         accept_stop_reasons: the stop reasons to accept; defaults to the route's success stops.
             Naming a non-success stop (``"max_tokens"``, ``"pause_turn"``) accepts it.
+        idle_timeout: seconds one read may wait for bytes; the stream is then refused with
+            ``timeout``. An httpx or requests response's own read timeout is lowered to it; a
+            plain iterable's slow read is judged once it returns (async: cancelled in time).
+        deadline: seconds the whole read may take, from construction; ``timeout`` after it.
+        drain: read on to EOF after the route's last event (the events after it are judged
+            too, as observe mode judges them) instead of closing the response there.
 
     Raises:
         StreamFault: at construction for a bad status or media type; from ``result()`` (and
@@ -367,9 +427,6 @@ class StreamReader(_Reader):
         Breaking out of the loop and iterating again (or calling ``result()``) goes on from
         the next delta.
         """
-        if self._chunks is None:
-            client = self._enforcer.client
-            self._chunks = iter(self._source) if client is None else client.chunks(self._source)
         pending = self._pending
         while True:
             while pending:
@@ -377,14 +434,56 @@ class StreamReader(_Reader):
             if self._ended:
                 self._verdict()
                 return
+            self._step()
+
+    def _step(self) -> None:
+        """Read and feed one chunk, or judge the stream once nothing is left to read (the tool
+        gate looks at the monitor after each step)."""
+        if self._generator is None:
+            self._generator = self._read()
+        next(self._generator, None)
+
+    def _read(self) -> Iterator[None]:
+        enforcer, source = self._enforcer, self._source
+        client = enforcer.client
+        budget = self._read_budget()
+        if client is None:
+            chunks = iter(source)
+        else:
+            if budget is not None:
+                client.bound_reads(source, budget)
+            chunks = client.chunks(source)
+        error: StreamError | None = None
+        while not enforcer.done:
+            if budget == 0.0:
+                error = "timeout"
+                break
+            began = time.monotonic()
             try:
-                chunk = next(self._chunks)
+                chunk = next(chunks)
             except StopIteration:
-                self._settle(None)
+                break
             except BaseException as exc:
-                self._settle(exc)
-            else:
-                pending.extend(self._enforcer.feed(chunk))
+                self._settle_raised(exc)
+                _close_quietly(self._close_source, chunks)
+                return
+            if budget is not None and time.monotonic() - began > budget:
+                error = "timeout"  # the read outlasted its budget: judged as the async one is
+                break
+            self._pending.extend(enforcer.feed(chunk))
+            yield
+            budget = self._read_budget()
+        self._settle(error)
+        _close_quietly(self._close_source, chunks)
+
+    def _close_source(self, chunks: Iterator[bytes]) -> None:
+        client = self._enforcer.client
+        if client is not None:
+            client.close(self._source)
+        else:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
 
     def result(self) -> StreamResult:
         """Read whatever is left and return the accepted result, or raise ``StreamFault``."""
@@ -394,12 +493,16 @@ class StreamReader(_Reader):
 
 
 class AsyncStreamReader(_Reader):
-    """The async twin of ``StreamReader``: ``async for`` deltas, then ``await result()``."""
+    """The async twin of ``StreamReader``: ``async for`` deltas, then ``await result()``.
+
+    ``idle_timeout`` and ``deadline`` cancel a read that waits too long, under asyncio and
+    trio alike. A response refused at construction (status, media type) is closed by its
+    caller's ``async with``.
+    """
+
+    _asynchronous = True
 
     async def __aiter__(self) -> AsyncIterator[TextDelta]:
-        if self._chunks is None:
-            client = self._enforcer.client
-            self._chunks = aiter(self._source) if client is None else client.achunks(self._source)
         pending = self._pending
         while True:
             while pending:
@@ -407,19 +510,81 @@ class AsyncStreamReader(_Reader):
             if self._ended:
                 self._verdict()
                 return
+            await self._step()
+
+    async def _step(self) -> None:
+        """Read and feed one chunk, or judge the stream (see ``StreamReader._steps``)."""
+        if self._generator is None:
+            self._generator = self._read()
+        await anext(self._generator, None)
+
+    async def _read(self) -> AsyncIterator[None]:
+        enforcer, source = self._enforcer, self._source
+        client = enforcer.client
+        budget = self._read_budget()
+        if client is None:
+            chunks = aiter(source)
+        else:
+            if budget is not None:
+                client.bound_reads(source, budget)
+            chunks = client.achunks(source)
+        error: StreamError | None = None
+        while not enforcer.done:
+            if budget == 0.0:
+                error = "timeout"
+                break
+            began = time.monotonic()
             try:
-                chunk = await anext(self._chunks)
+                chunk = await _next_within(chunks, budget)
             except StopAsyncIteration:
-                self._settle(None)
+                break
             except BaseException as exc:
-                self._settle(exc)
+                if budget is not None and _is_own_timeout(exc, time.monotonic() - began, budget):
+                    error = "timeout"
+                    break
+                self._settle_raised(exc)
+                await self._close_source(chunks)
+                return
+            self._pending.extend(enforcer.feed(chunk))
+            yield
+            budget = self._read_budget()
+        self._settle(error)
+        await self._close_source(chunks)
+
+    async def _close_source(self, chunks: AsyncIterator[bytes]) -> None:
+        # The verdict is made: a connection that fails to close changes nothing about it.
+        try:
+            client = self._enforcer.client
+            if client is not None:
+                await client.aclose(self._source)
             else:
-                pending.extend(self._enforcer.feed(chunk))
+                aclose = getattr(chunks, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+        except Exception:
+            pass
 
     async def result(self) -> StreamResult:
         async for _ in self:
             pass
         return self._verdict()
+
+
+async def _next_within(chunks: AsyncIterator[bytes], budget: float | None) -> bytes:
+    """The next chunk, the read cancelled after ``budget`` seconds (TimeoutError)."""
+    if budget is None:
+        return await anext(chunks)
+    try:
+        import anyio
+    except ImportError:  # pragma: no cover - anyio comes with httpx
+        return await asyncio.wait_for(anext(chunks), budget)
+    with anyio.fail_after(budget):
+        return await anext(chunks)
+
+
+def _is_own_timeout(exc: BaseException, waited: float, budget: float) -> bool:
+    """Whether ``exc`` is the reader's own budget firing rather than the source's error."""
+    return isinstance(exc, (TimeoutError, asyncio.TimeoutError)) and waited >= budget
 
 
 def read_stream(
@@ -429,11 +594,15 @@ def read_stream(
     tools: ToolSchemas | None = None,
     limits: Limits | None = None,
     accept_stop_reasons: Iterable[str] | None = None,
+    idle_timeout: float | None = None,
+    deadline: float | None = None,
+    drain: bool = False,
 ) -> StreamResult:
     """Read a whole stream and return it only if it is accepted (see ``StreamReader``)."""
     return StreamReader(
-        source, route, tools=tools, limits=limits, accept_stop_reasons=accept_stop_reasons
-    ).result()
+        source, route, tools=tools, limits=limits, accept_stop_reasons=accept_stop_reasons,
+        idle_timeout=idle_timeout, deadline=deadline, drain=drain,
+    ).result()  # fmt: skip
 
 
 async def aread_stream(
@@ -443,8 +612,12 @@ async def aread_stream(
     tools: ToolSchemas | None = None,
     limits: Limits | None = None,
     accept_stop_reasons: Iterable[str] | None = None,
+    idle_timeout: float | None = None,
+    deadline: float | None = None,
+    drain: bool = False,
 ) -> StreamResult:
     """The async twin of ``read_stream``."""
     return await AsyncStreamReader(
-        source, route, tools=tools, limits=limits, accept_stop_reasons=accept_stop_reasons
-    ).result()
+        source, route, tools=tools, limits=limits, accept_stop_reasons=accept_stop_reasons,
+        idle_timeout=idle_timeout, deadline=deadline, drain=drain,
+    ).result()  # fmt: skip

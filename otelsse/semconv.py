@@ -202,6 +202,49 @@ METRICS: tuple[MetricSpec, ...] = (
     INSTRUMENTATION_ERRORS,
 )  # fmt: skip
 
+# -- the tool gate (otelsse.ToolGate) ----------------------------------------------------------
+# Its own spans and counter, apart from the streams': a gate reads streams through the enforcing
+# reader, not through the instrumentation, and its calls are decisions, not traffic.
+
+#: Span name of one gate attempt (one stream read and its calls decided).
+GATE_SPAN_NAME = "otelsse.gate"
+#: Span name of one tool call the gate decided; a child of its attempt's span.
+TOOL_CALL_SPAN_NAME = "otelsse.tool_call"
+#: The caller's run id and the attempt's number within the run (opaque ids, never content).
+GATE_RUN_ID = "otelsse.gate.run_id"
+GATE_ATTEMPT = "otelsse.gate.attempt"
+#: Why the gate's stream was refused: a ``StreamFault`` code; absent when it was accepted.
+GATE_FAULT = "otelsse.gate.fault"
+#: A call's final state: a ``ToolCallState`` value.
+TOOL_CALL_STATE = "otelsse.tool_call.state"
+TOOL_CALL_BYTES = "otelsse.tool_call.bytes"
+TOOL_CALL_JSON_STATUS = "otelsse.tool_call.json_status"
+TOOL_CALL_TRAILING_DATA = "otelsse.tool_call.trailing_data"
+TOOL_CALL_SCHEMA_STATUS = "otelsse.tool_call.schema_status"
+TOOL_CALL_POLICY = "otelsse.tool_call.policy"
+TOOL_CALL_EXECUTION = "otelsse.tool_call.execution"
+GEN_AI_TOOL_NAME = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
+
+#: Every attribute key on the gate's spans.
+GATE_ATTRIBUTES: tuple[str, ...] = (
+    GATE_RUN_ID, GATE_ATTEMPT, GATE_FAULT, ROUTE, OUTCOME, GEN_AI_RESPONSE_ID, TOOL_CALL_STATE,
+    TOOL_CALL_BYTES, TOOL_CALL_JSON_STATUS, TOOL_CALL_TRAILING_DATA, TOOL_CALL_SCHEMA_STATUS,
+    TOOL_CALL_POLICY, TOOL_CALL_EXECUTION, GEN_AI_TOOL_NAME, GEN_AI_TOOL_CALL_ID, ERROR_TYPE,
+)  # fmt: skip
+
+#: Distinct ``gen_ai.tool.name`` values on ``otelsse.gate.calls`` before ``OVERFLOW_VALUE``:
+#: the model chooses the name, so an unregistered one is as free as a model name.
+DEFAULT_MAX_TOOL_NAMES = 50
+
+GATE_CALLS = MetricSpec(
+    "otelsse.gate.calls", "counter", "{call}",
+    "Tool calls the tool gate decided, by final state.",
+    attributes=(TOOL_CALL_STATE, GEN_AI_TOOL_NAME, ERROR_TYPE),
+)  # fmt: skip
+GATE_METRICS: tuple[MetricSpec, ...] = (GATE_CALLS,)
+
+
 # -- caps --------------------------------------------------------------------------------------
 # Past ``SDK_CARDINALITY_LIMIT`` attribute sets, the SDK sends an instrument's new points to one
 # ``otel.metric.overflow=true`` series without any attribute: the outcome is lost. Models, hosts

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
@@ -21,7 +21,16 @@ from . import semconv
 from .monitor import Outcome, StreamReport
 from .version import __version__
 
-__all__ = ["OTHER", "AttributeValue", "MetricAttributes", "Telemetry", "span_attributes"]
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from .gate import GateCall, GateResult, _Attempt
+    from .ledger import SpanIds
+
+__all__ = [
+    "OTHER", "AttributeValue", "GateTelemetry", "MetricAttributes", "Telemetry",
+    "span_attributes",
+]  # fmt: skip
 
 MetricAttributes = dict[str, Any]
 AttributeValue = str | bool | int | float | tuple[str, ...]
@@ -331,3 +340,119 @@ def _histogram(meter: metrics.Meter, spec: semconv.MetricSpec) -> metrics.Histog
         spec.description,
         explicit_bucket_boundaries_advisory=list(spec.buckets or ()),
     )
+
+
+class GateTelemetry:
+    """The tool gate's spans and counter: one ``otelsse.gate`` span per attempt (linked to the
+    run's earlier attempts), one ``otelsse.tool_call`` span per call under it, and
+    ``otelsse.gate.calls`` by final state, tool name (capped) and error class. Ids, names,
+    sizes and statuses only."""
+
+    def __init__(
+        self,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        *,
+        max_tool_names: int = semconv.DEFAULT_MAX_TOOL_NAMES,
+    ) -> None:
+        self.tracer = trace.get_tracer(
+            semconv.SCOPE_NAME, __version__, tracer_provider, schema_url=semconv.SCHEMA_URL
+        )
+        meter = metrics.get_meter(
+            semconv.SCOPE_NAME, __version__, meter_provider, semconv.SCHEMA_URL
+        )
+        self._calls = _counter(meter, semconv.GATE_CALLS)
+        self._tool_names = _FirstSeen(max_tool_names)
+
+    def start_attempt(self, attempt: _Attempt, earlier: list[SpanIds]) -> Span:
+        s = semconv
+        links = [
+            trace.Link(
+                trace.SpanContext(trace_id, span_id, is_remote=True),
+                {s.GATE_RUN_ID: attempt.run_id},
+            )
+            for trace_id, span_id in earlier
+        ]
+        span = self.tracer.start_span(
+            s.GATE_SPAN_NAME,
+            kind=SpanKind.INTERNAL,
+            links=links,
+            attributes={s.GATE_RUN_ID: attempt.run_id, s.GATE_ATTEMPT: attempt.attempt},
+        )
+        context = span.get_span_context()
+        if context.is_valid:
+            attempt_ledger = attempt._gate.ledger
+            attempt_ledger.set_attempt_span(
+                attempt.run_id, attempt.attempt, (context.trace_id, context.span_id)
+            )
+        return span
+
+    @staticmethod
+    def current(span: Span) -> AbstractContextManager[Span]:
+        return trace.use_span(span, end_on_exit=False)
+
+    def end_attempt(self, span: Span, attempt: _Attempt, result: GateResult | None) -> None:
+        s = semconv
+        context = trace.set_span_in_context(span)
+        for record in attempt.calls:
+            self._record_call(record, context)
+        if result is not None:
+            report = result.report
+            attributes: dict[str, AttributeValue] = {}
+            if report is not None:
+                attributes[s.ROUTE] = report.route
+                attributes[s.OUTCOME] = report.outcome.value
+            if result.response_id is not None:
+                attributes[s.GEN_AI_RESPONSE_ID] = result.response_id[: s.MAX_IDENTIFIER_CHARS]
+            if result.fault is not None:
+                attributes[s.GATE_FAULT] = result.fault
+                span.set_status(Status(StatusCode.ERROR))
+                attributes[s.ERROR_TYPE] = result.fault
+            span.set_attributes(attributes)
+        else:
+            span.set_status(Status(StatusCode.ERROR))
+            span.set_attribute(s.ERROR_TYPE, Outcome.CANCELLED.value)
+        span.end()
+
+    def _record_call(self, record: GateCall, context: Context) -> None:
+        s = semconv
+        state = record.state.value
+        attributes: dict[str, AttributeValue] = {
+            s.GATE_RUN_ID: record.run_id,
+            s.GATE_ATTEMPT: record.attempt,
+            s.TOOL_CALL_STATE: state,
+            s.TOOL_CALL_JSON_STATUS: record.json_status,
+            s.TOOL_CALL_TRAILING_DATA: record.trailing_data,
+            s.TOOL_CALL_SCHEMA_STATUS: record.schema_status,
+        }
+        optional = {
+            s.GEN_AI_TOOL_NAME: _cut(record.tool_name, s.MAX_CODE_CHARS),
+            s.GEN_AI_TOOL_CALL_ID: _cut(record.call_id, s.MAX_IDENTIFIER_CHARS),
+            s.GEN_AI_RESPONSE_ID: _cut(record.response_id, s.MAX_IDENTIFIER_CHARS),
+            s.TOOL_CALL_POLICY: record.policy_decision,
+            s.TOOL_CALL_EXECUTION: record.execution_status,
+            s.ERROR_TYPE: _cut(record.exception_type or record.error_class, s.MAX_CODE_CHARS),
+        }
+        attributes.update({key: value for key, value in optional.items() if value is not None})
+        if record.buffer_bytes is not None:
+            attributes[s.TOOL_CALL_BYTES] = record.buffer_bytes
+        span = self.tracer.start_span(
+            s.TOOL_CALL_SPAN_NAME,
+            context=context,
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+            start_time=record.opened_at,
+        )
+        if record.state.value in _FAILED_CALL_STATES:
+            span.set_status(Status(StatusCode.ERROR))
+        span.end(end_time=record.finished_at)
+        tool = _capped(self._tool_names, record.tool_name or "")
+        point: MetricAttributes = {s.TOOL_CALL_STATE: state, s.GEN_AI_TOOL_NAME: tool}
+        if record.error_class is not None:
+            point[s.ERROR_TYPE] = record.error_class
+        self._calls.add(1, point)
+
+
+#: Final states that mean something went wrong (a denial or a pending approval is the policy
+#: working; a replay is the ledger working).
+_FAILED_CALL_STATES = frozenset({"quarantined", "execution_failed", "needs_reconciliation"})

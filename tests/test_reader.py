@@ -592,11 +592,32 @@ def test_arguments_that_break_the_schema_are_refused_without_quoting_them(
     assert_no_content(fault, fixture(name))
 
 
-def test_a_tool_without_a_schema_is_not_checked(server: SSEServer, client: Client) -> None:
+def test_a_registered_tool_without_a_schema_is_not_checked(
+    server: SSEServer, client: Client
+) -> None:
     name = "anthropic-text-and-two-tool-use.sse"
-    tools = {"get_time": TIME_SCHEMA}  # no schema for get_weather: released as it is
+    tools = {"get_weather": None, "get_time": TIME_SCHEMA}  # get_weather: registered, no schema
     result = read_over_http(server, client, name, tools=tools)
     assert [call.name for call in result.tool_calls] == ["get_weather", "get_time"]
+
+
+@pytest.mark.parametrize(
+    "tools",
+    [
+        {"get_time": TIME_SCHEMA},
+        [{"name": "get_time", "input_schema": TIME_SCHEMA}],
+        [{"type": "function", "function": {"name": "get_time", "parameters": TIME_SCHEMA}}],
+        [{"type": "function", "name": "get_time"}],  # Responses style, no parameters
+        {},
+    ],
+    ids=["mapping", "anthropic", "openai-chat", "responses-no-schema", "none-registered"],
+)
+def test_a_call_to_a_tool_that_was_never_registered_is_refused(
+    server: SSEServer, client: Client, tools: Any
+) -> None:
+    fault = fault_over_http(server, client, "anthropic-text-and-two-tool-use.sse", tools=tools)
+    assert fault.code == "unregistered_tool"
+    assert "get_weather" not in str(fault)  # a name the model chose is its output, not logged
 
 
 # --------------------------------------------------------------------------------------------
@@ -1232,7 +1253,8 @@ def test_only_transport_failures_become_faults(error: BaseException, after_termi
         yield body if after_terminal else body[:700]
         raise error
 
-    reader = StreamReader(chunks(), CHAT)
+    # drain=True reads on after the terminal event, so the error is met there too.
+    reader = StreamReader(chunks(), CHAT, drain=after_terminal)
     with pytest.raises(type(error)) as caught:
         reader.result()
     assert caught.value is error

@@ -85,6 +85,7 @@ class SSEParser:
         "_closed",
         "_decoded_chars",
         "_decoder",
+        "_ended",
         "_guarded",
         "_last_span",
         "_line_len",
@@ -129,6 +130,8 @@ class SSEParser:
         # The previous read ended in CR: an LF starting the next read belongs to that CRLF.
         self._skip_lf = False
         self._closed = False
+        # ``end_after()`` ended the stream early: later reads are ignored.
+        self._ended = False
         # Any of the rare states above holds: every read goes through ``_guard`` first.
         self._guarded = True
         #: The last event ID buffer; persists across events (WHATWG: "does not get reset").
@@ -150,6 +153,11 @@ class SSEParser:
     def invalid_utf8_count(self) -> int:
         """Invalid UTF-8 sequences replaced by U+FFFD so far."""
         return self._decoder.invalid_count
+
+    @property
+    def ended(self) -> bool:
+        """``end_after()`` ended the stream."""
+        return self._ended
 
     @property
     def decoded_chars(self) -> int:
@@ -263,7 +271,7 @@ class SSEParser:
         """The rare states a read must pass first: closed, stopped, BOM undecided, CR pending."""
         if self._closed:
             raise ParserClosedError("feed() after close()")
-        if self.limit_exceeded is not None or not data:
+        if self.limit_exceeded is not None or self._ended or not data:
             return b""
         if self._at_start:
             data = self._decoder.strip_bom(data)
@@ -293,7 +301,7 @@ class SSEParser:
         if self._closed:
             raise ParserClosedError("close() after close()")
         self._closed = self._guarded = True
-        if self.limit_exceeded is not None:
+        if self.limit_exceeded is not None or self._ended:
             return []
         self._retry = self.retry
         tail = b"".join(self._tail) if self._tail else self._decoder.held
@@ -328,6 +336,16 @@ class SSEParser:
         self.pending_line_chars = self._line_len
         self._tail = []
         self._tail_len = 0
+
+    def end_after(self, events_used: int) -> None:
+        """End the stream right after the ``events_used``-th event the last ``feed()`` returned
+        (counted from 1), as if the bytes had ended there: its consumer stops at the stream's
+        last event. What the read held after it is forgotten, counters included, so what is
+        judged does not depend on how the bytes were chunked; later reads are ignored.
+        """
+        self._forget_after(events_used)
+        self._ended = self._guarded = True
+        self._tail = []
 
     def _forget_after(self, events_used: int) -> None:
         """Take back what the last decoded span counted after its ``events_used``-th event."""

@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-__all__ = ["JSON_DECODER", "MAX_DEPTH", "JSONDecodeError", "loads"]
+__all__ = ["JSON_DECODER", "MAX_DEPTH", "JSONDecodeError", "has_trailing_data", "loads"]
 
 #: Deepest nesting of arrays and objects accepted.
 MAX_DEPTH = 256
@@ -43,9 +43,20 @@ def _finite_float(literal: str) -> float:
     return value
 
 
-_strict_decode: Callable[[str], Any] = json.JSONDecoder(
-    parse_float=_finite_float, parse_constant=_refuse_constant
-).decode
+_strict_decoder = json.JSONDecoder(parse_float=_finite_float, parse_constant=_refuse_constant)
+_strict_decode: Callable[[str], Any] = _strict_decoder.decode
+
+
+def has_trailing_data(text: str) -> bool:
+    """Whether a text ``loads`` refused starts with one complete JSON value and holds more after
+    it (seed 001's trailing data), rather than not being one value at all. Only called on a
+    refused text, so it never runs on the hot path."""
+    start = len(text) - len(text.lstrip(" \t\n\r"))
+    try:
+        _, end = _strict_decoder.raw_decode(text, start)
+    except JSONDecodeError:
+        return False
+    return bool(text[end:].strip(" \t\n\r"))
 
 
 # A value ``d`` levels deep takes at least ``2 * d`` characters: shorter texts are never walked.

@@ -31,9 +31,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .json import JSONDecodeError, loads
+from .json import JSONDecodeError, has_trailing_data, loads
 
-__all__ = ["CUSTOM", "FUNCTION", "SERVER", "StreamState", "ToolCall"]
+__all__ = [
+    "CUSTOM", "FUNCTION", "INVALID_JSON", "SERVER", "TRAILING_DATA", "StreamState", "ToolCall",
+]  # fmt: skip
 
 # How an accumulated argument string is judged.
 _UNCHECKED = 0
@@ -47,13 +49,23 @@ CUSTOM = "custom"
 #: A call the provider runs itself (web search, code execution, MCP): never the application's.
 SERVER = "server"
 
+#: Why a call's arguments are not one JSON value: not JSON at all, or one value and more after
+#: it (seed 001: trailing data, including argument bytes sent after the call closed).
+INVALID_JSON = "invalid_json"
+TRAILING_DATA = "trailing_data"
+
+
+def _utf8_len(text: str) -> int:
+    # JSON strings may hold lone surrogates ("\\ud800"): counted, never an error.
+    return len(text.encode("utf-8", "surrogatepass"))
+
 
 class ToolCall:
     """Argument fragments of one tool call, keyed by the provider's own identity in the adapter."""
 
     __slots__ = (
-        "arguments", "call_id", "closed", "empty_means", "fragments", "kind", "name", "size",
-        "verdict",
+        "arguments", "byte_count", "call_id", "closed", "empty_means", "fragments", "kind", "name",
+        "problem", "size", "verdict",
     )  # fmt: skip
 
     def __init__(
@@ -71,10 +83,20 @@ class ToolCall:
         # The parsed arguments once the call closed with valid JSON.
         self.arguments: Any = None
         self.verdict = _UNCHECKED
+        #: Why the arguments are not valid: ``INVALID_JSON`` or ``TRAILING_DATA``; else None.
+        self.problem: str | None = None
+        # UTF-8 bytes of the closed call's argument text; None when it came as an object.
+        self.byte_count: int | None = None
 
     @property
     def valid(self) -> bool:
         return self.verdict == _VALID
+
+    def buffered_bytes(self) -> int | None:
+        """UTF-8 bytes of the arguments received: the whole text once closed, else so far."""
+        if self.closed:
+            return self.byte_count
+        return sum(_utf8_len(fragment) for fragment in self.fragments)
 
 
 class StreamState:
@@ -232,6 +254,7 @@ class StreamState:
             # exactly one value any more, whatever the first value was.
             call.verdict = _INVALID
             call.arguments = None
+            call.problem = TRAILING_DATA
             self.anomaly("arguments_after_close")
             return
         call.size += len(fragment)
@@ -259,6 +282,7 @@ class StreamState:
             whole = None
         text = "".join(call.fragments) if call.fragments else (whole or "")
         call.fragments = []
+        call.byte_count = _utf8_len(text)
         if call.kind == CUSTOM:
             call.arguments, call.verdict = text, _VALID
             return
@@ -269,6 +293,7 @@ class StreamState:
             call.arguments, call.verdict = loads(text), _VALID
         except JSONDecodeError:
             call.verdict = _INVALID
+            call.problem = TRAILING_DATA if has_trailing_data(text) else INVALID_JSON
 
     # -- the rest of the vocabulary -----------------------------------------------------------
 

@@ -91,6 +91,19 @@ class Client(ABC):
         """The async twin of ``chunks``."""
         raise TypeError(f"{self.library} responses cannot be read asynchronously")
 
+    def close(self, response: Any) -> None:
+        """Stop reading the body and release the connection (the reader is done with it)."""
+        response.close()
+
+    async def aclose(self, response: Any) -> None:
+        """The async twin of ``close``."""
+        await response.aclose()
+
+    @abstractmethod
+    def bound_reads(self, response: Any, seconds: float) -> None:
+        """Make each read of the body give up after ``seconds`` at most, raising the library's
+        own timeout. Called before the body is read."""
+
     @abstractmethod
     def is_timeout(self, error: BaseException) -> bool:
         """Whether ``error`` (one of this library's, or of the transport under it) is its read

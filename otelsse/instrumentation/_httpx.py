@@ -96,6 +96,14 @@ class HttpxClient(Client):
     def achunks(self, response: Any) -> AsyncIterator[bytes]:
         return aiter(response.aiter_bytes())
 
+    def bound_reads(self, response: Any, seconds: float) -> None:
+        # The transport (httpcore) reads the request's read timeout when the body starts.
+        extensions = response.request.extensions
+        timeout = dict(extensions.get("timeout") or {})
+        current = timeout.get("read")
+        timeout["read"] = seconds if current is None else min(current, seconds)
+        extensions["timeout"] = timeout
+
     def is_timeout(self, error: BaseException) -> bool:
         return isinstance(error, sys.modules[self.library].TimeoutException)
 

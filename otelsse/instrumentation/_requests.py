@@ -241,6 +241,13 @@ class RequestsClient(Client):
         while chunk := read1(65536, decode_content=True):
             yield chunk
 
+    def bound_reads(self, response: Any, seconds: float) -> None:
+        # urllib3 reads the body from the connection's socket, whose timeout bounds each read.
+        sock = getattr(getattr(response.raw, "connection", None), "sock", None)
+        if sock is not None:
+            current = sock.gettimeout()
+            sock.settimeout(seconds if current is None else min(current, seconds))
+
     def is_timeout(self, error: BaseException) -> bool:
         # While streaming, requests wraps urllib3's ReadTimeoutError in a ConnectionError, whose
         # first argument the error chain follows to urllib3's class. urllib3's NewConnectionError

@@ -110,6 +110,11 @@ class Route:
     success_stops: ClassVar[frozenset[str]] = frozenset()
     #: False where no terminal rule is known: a clean EOF is then ``eof_unverified``.
     has_terminal: ClassVar[bool] = True
+    #: Whether a tool call closes at an event of its own that proves the call complete before
+    #: the response ends (Anthropic ``content_block_stop``; Responses
+    #: ``response.function_call_arguments.done`` or ``response.output_item.done``). A tool gate
+    #: may then run it at that event when asked (``ToolGate(run_at="item")``).
+    proves_item_end: ClassVar[bool] = False
     #: A request of this contract, ``(method, path with query)``, for docs, demos and tests.
     example_request: ClassVar[tuple[str, str] | None] = None
     #: Payload kind -> handler, collected from the ``@handles`` methods of the class and its bases.

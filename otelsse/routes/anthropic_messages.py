@@ -38,6 +38,7 @@ class AnthropicMessagesRoute(Route):
     provider: ClassVar[str | None] = "anthropic"
     success_stops: ClassVar[frozenset[str]] = frozenset({"end_turn", "stop_sequence", "tool_use"})
     example_request: ClassVar[tuple[str, str] | None] = ("POST", "/v1/messages")
+    proves_item_end: ClassVar[bool] = True
 
     @classmethod
     def matches(cls, request: Request) -> bool:

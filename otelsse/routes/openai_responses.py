@@ -46,6 +46,7 @@ class OpenAIResponsesRoute(Route):
     provider: ClassVar[str | None] = "openai"
     success_stops: ClassVar[frozenset[str]] = frozenset({"completed"})
     example_request: ClassVar[tuple[str, str] | None] = ("POST", "/v1/responses")
+    proves_item_end: ClassVar[bool] = True
 
     @classmethod
     def matches(cls, request: Request) -> bool:

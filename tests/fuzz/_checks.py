@@ -77,6 +77,14 @@ def untimed(report: StreamReport) -> dict[str, Any]:
     return found
 
 
+def read_until_end(report: StreamReport) -> dict[str, Any]:
+    """``untimed``, for a reader that stops reading at the route's last event: how many bytes
+    it read then depends on where the chunk holding that event ended."""
+    found = untimed(report)
+    del found["bytes_received"]
+    return found
+
+
 def differences(expected: dict[str, Any], got: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     return {
         key: (expected.get(key), got.get(key))
@@ -131,9 +139,14 @@ def check_parser(body: bytes, cuts: Sequence[int], **limits: int) -> list[tuple[
 
 
 def run_monitor(
-    chunks: list[bytes], route: str, limits: Limits | None, error: StreamError | None
+    chunks: list[bytes],
+    route: str,
+    limits: Limits | None,
+    error: StreamError | None,
+    *,
+    stop_at_end: bool = False,
 ) -> tuple[list[tuple[Any, ...]], StreamReport]:
-    monitor = StreamMonitor(route, limits=limits)
+    monitor = StreamMonitor(route, limits=limits, stop_at_end=stop_at_end)
     events = []
     for at, chunk in enumerate(chunks):
         events.extend(tuple(event) for event in monitor.feed(chunk, now=float(at)))
@@ -149,12 +162,16 @@ def check_monitor(
     limits: Limits | None,
     cuts: Sequence[int],
     error: StreamError | None = None,
+    *,
+    stop_at_end: bool = False,
 ) -> StreamReport:
-    """feed/close never raise; every chunking gives the events and report of one read."""
+    """feed/close never raise; every chunking gives the events and report of one read (also
+    when the monitor stops at the route's end, as the enforcing reader's does)."""
     expected: tuple[list[tuple[Any, ...]], StreamReport] | None = None
     for name, chunks in chunkings(body, cuts):
-        with context(f"StreamMonitor({route!r}, limits={limits}), chunking {name}"):
-            events, report = run_monitor(chunks, route, limits, error)
+        where = f"StreamMonitor({route!r}, limits={limits}, stop_at_end={stop_at_end})"
+        with context(f"{where}, chunking {name}"):
+            events, report = run_monitor(chunks, route, limits, error, stop_at_end=stop_at_end)
         if expected is None:
             expected = events, report
             continue
@@ -181,7 +198,7 @@ def summary(result: Any) -> dict[str, Any]:
     for field in dataclasses.fields(result):
         value = getattr(result, field.name)
         if isinstance(value, StreamReport):
-            value = untimed(value)
+            value = read_until_end(value)
         elif isinstance(value, Mapping):
             value = dict(value)
         elif isinstance(value, tuple):
@@ -203,7 +220,7 @@ def run_reader(chunks: list[bytes], route: str, limits: Limits | None) -> dict[s
     try:
         result = read_stream(iter(chunks), route, limits=limits)
     except StreamFault as fault:
-        report = None if fault.report is None else untimed(fault.report)
+        report = None if fault.report is None else read_until_end(fault.report)
         return {"fault": fault.code, "report": report}
     text = result.text  # the documented property must work on any accepted result
     assert isinstance(text, str), type(text)
@@ -239,7 +256,8 @@ def _flat(verdict: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_agreement(body: bytes, route: str, limits: Limits | None) -> None:
-    """The reader's verdict is the monitor's outcome.
+    """The reader's verdict is the outcome of a monitor in the reader's mode (``stop_at_end``:
+    the stream ends at the route's last event).
 
     ``complete`` -> a result; ``incomplete`` -> fault ``incomplete``; any other outcome -> a
     fault with that outcome as code; and the reader's report is the monitor's. The one
@@ -247,7 +265,7 @@ def check_agreement(body: bytes, route: str, limits: Limits | None) -> None:
     (``buffer_limit`` at stage ``text``) where the observing monitor keeps none.
     """
     with context(f"StreamMonitor({route!r}, limits={limits}), one read"):
-        _, report = run_monitor([body], route, limits, None)
+        _, report = run_monitor([body], route, limits, None, stop_at_end=True)
     with context(f"read_stream(route={route!r}, limits={limits}), one read"):
         verdict = run_reader([body], route, limits)
     got_report = verdict["report"] if "fault" in verdict else verdict["result"]["report"]
@@ -258,7 +276,7 @@ def check_agreement(body: bytes, route: str, limits: Limits | None) -> None:
         assert "result" in verdict, (
             f"route {route!r}: the monitor says complete (stop_reason={report.stop_reason!r}) "
             f"but read_stream refused it with code {verdict.get('fault')!r}; reader report "
-            f"differs by {differences(untimed(report), got_report or {})} (monitor, reader)"
+            f"differs by {differences(read_until_end(report), got_report or {})} (monitor, reader)"
         )
     else:
         code = outcome.value
@@ -266,7 +284,7 @@ def check_agreement(body: bytes, route: str, limits: Limits | None) -> None:
             f"route {route!r}: the monitor says {code} but read_stream gave "
             f"{'a result' if 'result' in verdict else 'fault ' + repr(verdict['fault'])}"
         )
-    assert got_report == untimed(report), (
+    assert got_report == read_until_end(report), (
         f"route {route!r}: the reader's report differs from the monitor's: "
-        f"{differences(untimed(report), got_report or {})} (monitor, reader)"
+        f"{differences(read_until_end(report), got_report or {})} (monitor, reader)"
     )

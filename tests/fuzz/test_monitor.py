@@ -28,10 +28,11 @@ def draw_fixture(data: st.DataObject) -> bytes:
 def _check_every_route(data: st.DataObject, body: bytes, small: bool) -> None:
     limits = data.draw(small_limits, label="limits") if small else None
     error = data.draw(close_errors, label="close error")
+    stop_at_end = data.draw(st.booleans(), label="stop_at_end")
     cuts = draw_cuts(data, body)
     note(f"limits = {limits!r}, close(error={error!r}), cuts = {sorted(set(cuts))}")
     for route in ROUTES:
-        check_monitor(body, route, limits, cuts, error)
+        check_monitor(body, route, limits, cuts, error, stop_at_end=stop_at_end)
 
 
 @FUZZ

@@ -1,0 +1,69 @@
+"""The tools an application registered: which names may be called, and each one's JSON Schema.
+
+Shared by the enforcing reader (which refuses a whole stream) and the tool gate (which judges
+each call). JSON Schema validation needs the ``schema`` extra (``jsonschema``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ._exceptions import OtelSSEError
+
+__all__ = ["ToolRegistry", "ToolSchemas"]
+
+#: Tool name -> JSON Schema (or None for a tool without one), or an OpenAI or Anthropic
+#: ``tools`` list.
+ToolSchemas = Mapping[str, Mapping[str, Any] | None] | Iterable[Mapping[str, Any]]
+
+
+class ToolRegistry:
+    """Registered tool names and their schemas, from a mapping or an OpenAI/Anthropic list.
+
+    A list entry's name registers it, with ``parameters`` (OpenAI, nested under ``function``
+    in chat) or ``input_schema`` (Anthropic) as its schema when present: OpenAI custom tools
+    and Anthropic server tools have none.
+    """
+
+    __slots__ = ("_validators", "names")
+
+    def __init__(self, tools: ToolSchemas) -> None:
+        schemas: dict[str, Mapping[str, Any] | None] = {}
+        if isinstance(tools, Mapping):
+            schemas.update(tools)
+        else:
+            for tool in tools:
+                spec = tool.get("function", tool)  # OpenAI chat nests the function
+                name = spec.get("name")
+                if isinstance(name, str) and name:
+                    schemas[name] = spec.get("parameters") or spec.get("input_schema")
+        self.names = frozenset(schemas)
+        self._validators: dict[str, Any] = {}
+        if any(schema is not None for schema in schemas.values()):
+            try:
+                import jsonschema
+            except ImportError as exc:  # pragma: no cover - jsonschema is a test dependency
+                raise OtelSSEError(
+                    "tool schemas need jsonschema: pip install 'otelsse[schema]'"
+                ) from exc
+            for name, schema in schemas.items():
+                if schema is not None:
+                    validator = jsonschema.validators.validator_for(schema)
+                    validator.check_schema(schema)
+                    self._validators[name] = validator(schema)
+
+    def has_schema(self, name: str | None) -> bool:
+        return (name or "") in self._validators
+
+    def schema_error(self, name: str | None, arguments: Any) -> str | None:
+        """The JSON Schema keyword the arguments fail (``required``, ``additionalProperties``,
+        ``maximum``...), or None when they pass or the tool has no schema. Only the keyword:
+        jsonschema's own messages quote the arguments."""
+        validator = self._validators.get(name or "")
+        if validator is None:
+            return None
+        import jsonschema
+
+        error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+        return None if error is None else str(error.validator)
