@@ -371,7 +371,9 @@ class ToolGate:
         """Read one stream (one attempt of ``run_id``, a fresh one when None) and decide each of
         its calls.
 
-        ``source`` is what ``read_stream`` takes: a response or an iterable of bytes.
+        ``source`` is what ``read_stream`` takes: a response or an iterable of bytes. A refused
+        stream is not an exception: ``result.fault`` holds its code (a response refused for its
+        status or media type has no calls).
         ``execute`` maps tool names to callables taking the parsed arguments (a custom tool's
         text); what one returns is kept in its record's ``output``. An executor that raises
         ends its call ``EXECUTION_FAILED``; a ``BaseException`` (cancellation, an interrupt)
@@ -383,7 +385,10 @@ class ToolGate:
                 raise TypeError(f"executor {name!r} is async: use arun()")
         attempt = _Attempt(self, executors, run_id)
         with attempt.recording():
-            reader = StreamReader(source, route, **self._reading)
+            try:
+                reader = StreamReader(source, route, **self._reading)
+            except StreamFault as fault:
+                return attempt.refused(fault)
             while not reader._ended:
                 reader._step()
                 for record in attempt.observe(reader):
@@ -404,7 +409,10 @@ class ToolGate:
         """The async twin of ``run``: executors and the policy may be sync or async."""
         attempt = _Attempt(self, dict(execute or {}), run_id)
         with attempt.recording():
-            reader = AsyncStreamReader(source, route, **self._reading)
+            try:
+                reader = AsyncStreamReader(source, route, **self._reading)
+            except StreamFault as fault:
+                return attempt.refused(fault)
             while not reader._ended:
                 await reader._step()
                 for record in attempt.observe(reader):
@@ -655,6 +663,15 @@ class _Attempt:
             record.advance(ToolCallState.EXECUTION_FAILED, EXECUTION_ERROR)
 
     # -- the result --------------------------------------------------------------------------
+
+    def refused(self, fault: StreamFault) -> GateResult:
+        """The response was refused before its body was read (its status or media type)."""
+        self._fault = fault
+        self._result = GateResult(
+            run_id=self.run_id, attempt=self.attempt, calls=(), stream=None, fault=fault.code,
+            report=None,
+        )  # fmt: skip
+        return self._result
 
     def result(self, reader: _Reader) -> GateResult:
         fault = self._fault

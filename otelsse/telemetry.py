@@ -352,8 +352,6 @@ class GateTelemetry:
         self,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
-        *,
-        max_tool_names: int = semconv.DEFAULT_MAX_TOOL_NAMES,
     ) -> None:
         self.tracer = trace.get_tracer(
             semconv.SCOPE_NAME, __version__, tracer_provider, schema_url=semconv.SCHEMA_URL
@@ -362,7 +360,6 @@ class GateTelemetry:
             semconv.SCOPE_NAME, __version__, meter_provider, semconv.SCHEMA_URL
         )
         self._calls = _counter(meter, semconv.GATE_CALLS)
-        self._tool_names = _FirstSeen(max_tool_names)
 
     def start_attempt(self, attempt: _Attempt, earlier: list[SpanIds]) -> Span:
         s = semconv
@@ -446,12 +443,15 @@ class GateTelemetry:
         if record.state.value in _FAILED_CALL_STATES:
             span.set_status(Status(StatusCode.ERROR))
         span.end(end_time=record.finished_at)
-        tool = _capped(self._tool_names, record.tool_name or "")
+        tool = _capped(_GATE_TOOL_NAMES, record.tool_name or "")
         point: MetricAttributes = {s.TOOL_CALL_STATE: state, s.GEN_AI_TOOL_NAME: tool}
         if record.error_class is not None:
             point[s.ERROR_TYPE] = record.error_class
         self._calls.add(1, point)
 
+
+#: Shared by every gate of the process: the cap bounds the counter's series, not one gate's.
+_GATE_TOOL_NAMES = _FirstSeen(semconv.DEFAULT_MAX_TOOL_NAMES)
 
 #: Final states that mean something went wrong (a denial or a pending approval is the policy
 #: working; a replay is the ledger working).
