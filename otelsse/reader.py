@@ -356,6 +356,17 @@ class _Reader:
             budget = left if budget is None else min(budget, left)
         return budget
 
+    def _open(self, *, asynchronous: bool) -> tuple[Any, float | None]:
+        """The source's chunk iterator, and the first read's budget (a response's client
+        bounds its own reads by it)."""
+        source, client = self._source, self._enforcer.client
+        budget = self._read_budget()
+        if client is None:
+            return (aiter(source) if asynchronous else iter(source)), budget
+        if budget is not None:
+            client.bound_reads(source, budget)
+        return (client.achunks(source) if asynchronous else client.chunks(source)), budget
+
     def _settle(self, error: StreamError | None = None) -> None:
         """Judge the stream once and keep the verdict: it ended cleanly, at its last event or
         a ceiling (``error`` None), or at the reader's own deadline (``"timeout"``)."""
@@ -444,15 +455,8 @@ class StreamReader(_Reader):
         next(self._generator, None)
 
     def _read(self) -> Iterator[None]:
-        enforcer, source = self._enforcer, self._source
-        client = enforcer.client
-        budget = self._read_budget()
-        if client is None:
-            chunks = iter(source)
-        else:
-            if budget is not None:
-                client.bound_reads(source, budget)
-            chunks = client.chunks(source)
+        enforcer = self._enforcer
+        chunks, budget = self._open(asynchronous=False)
         error: StreamError | None = None
         while not enforcer.done:
             if budget == 0.0:
@@ -513,21 +517,14 @@ class AsyncStreamReader(_Reader):
             await self._step()
 
     async def _step(self) -> None:
-        """Read and feed one chunk, or judge the stream (see ``StreamReader._steps``)."""
+        """Read and feed one chunk, or judge the stream (see ``StreamReader._step``)."""
         if self._generator is None:
             self._generator = self._read()
         await anext(self._generator, None)
 
     async def _read(self) -> AsyncIterator[None]:
-        enforcer, source = self._enforcer, self._source
-        client = enforcer.client
-        budget = self._read_budget()
-        if client is None:
-            chunks = aiter(source)
-        else:
-            if budget is not None:
-                client.bound_reads(source, budget)
-            chunks = client.achunks(source)
+        enforcer = self._enforcer
+        chunks, budget = self._open(asynchronous=True)
         error: StreamError | None = None
         while not enforcer.done:
             if budget == 0.0:
