@@ -4,15 +4,18 @@ Every example runs as a subprocess, the way its README says (this interpreter; n
 variables, so spans go to the console), against a ``FakeProvider`` started here on a free port:
 once with the default scenario and once or twice with a failing one. Each run must exit 0 whatever
 the stream did, print one ``otelsse.stream`` span per call, on the expected route and with the
-outcome the scenario implies (``EXPECTED_OUTCOME``), and print what the application saw: text,
-the exception it caught, or for the enforcing reader the released tool call or the
-``StreamFault`` code. The zero-code example runs through its ``run.sh`` under
-``opentelemetry-instrument``. A ``DeprecationWarning`` raised by an example's own code fails its
-run. The runs start together on a thread pool, so their start-up and waiting overlap. One more
-run sets ``OTEL_EXPORTER_OTLP_ENDPOINT`` to a gRPC OTLP receiver in this process (the one of
-tests/sre/_otlp.py): the span and the stream count arrive there, and nothing is printed.
-Every example script is run here and listed in examples/README.md, the examples' ``--scenario``
-choices are the fake provider's, and the zero-code app imports neither otelsse nor OpenTelemetry.
+outcome the scenario implies (``EXPECTED_OUTCOME``), and print what the application saw: text, the
+exception it caught, or for the enforcing reader the released tool call or the ``StreamFault``
+code. The agent loop's tool gate prints one sanitized record per call, matching its
+``otelsse.tool_call`` spans: only approved calls run, once (a replay runs nothing), calls outside
+the workspace are denied, and a refused stream's calls are quarantined. The zero-code example runs
+through its ``run.sh`` under ``opentelemetry-instrument``. A ``DeprecationWarning`` raised by an
+example's own code fails its run. The runs start together on a thread pool, so their start-up and
+waiting overlap. One more run sets ``OTEL_EXPORTER_OTLP_ENDPOINT`` to a gRPC OTLP receiver in this
+process (the one of tests/sre/_otlp.py): the span and the stream count arrive there, and nothing is
+printed. Every example script is run here and listed in examples/README.md, the examples'
+``--scenario`` choices are the fake provider's, and the zero-code app imports neither otelsse nor
+OpenTelemetry.
 
 There is no Docker daemon here, so the compose stack is checked statically: the services exist
 with pinned images; every bind mount, build context and Dockerfile exists; Grafana's dashboard
@@ -137,6 +140,25 @@ RUNS = [
     ),
     Run("enforcing_reader.py", "tool_call_invalid", (CHAT,), ("refused: payload_error",)),
     Run("enforcing_reader.py", "truncated", (CHAT,), ("refused: truncated",)),
+    # The loop's two turns, then the replay of the first.
+    Run(
+        "agent_gate.py",
+        None,
+        (CHAT,) * 3,
+        (rf"the application got a final answer of {SOME} characters after 1 tool runs",),
+    ),
+    Run(
+        "agent_gate.py",
+        "tool_call_invalid",
+        (CHAT,),
+        ("the application got no answer: payload_error, 0 tool runs",),
+    ),
+    Run(
+        "agent_gate.py",
+        "truncated",
+        (CHAT,),
+        ("the application got no answer: truncated, 0 tool runs",),
+    ),
     Run("zero_code/run.sh", None, (CHAT,), (rf"the application got {SOME} characters",)),
     Run(
         "zero_code/run.sh",
@@ -220,6 +242,167 @@ def test_example_runs_and_reports_the_outcome(
     assert len(said) == len(run.said), completed.stdout
     for line, pattern in zip(said, run.said, strict=True):
         assert re.fullmatch(pattern, line), (pattern, line)
+
+
+#: The seed-001 record (``GateCall.record()``): ids, names, sizes and statuses only.
+RECORD_KEYS = {
+    "run_id", "attempt", "response_id", "item_id", "tool_name", "state", "buffer_bytes",
+    "json_status", "trailing_data", "schema_status", "policy_status", "execution_state",
+    "error_class",
+}  # fmt: skip
+#: What agent_gate.py's tool calls carry as arguments (the fake provider's get_weather call,
+#: the hand-written write_file calls): none of it may be printed, in a record or a span.
+ARGUMENT_CONTENT = (
+    "Paris", "celsius", "notes/", "paris.txt", "outside.txt", "absolute.txt", "escape.txt",
+    "clear today",
+)  # fmt: skip
+#: How each section of agent_gate.py's output starts.
+GATE_SECTIONS = {
+    "loop": "== the agent loop",
+    "replay": "== replay",
+    "by hand": "== write_file: a model turn written by hand",
+    "cut": "== write_file: the same turn cut",
+}
+
+
+class GateSection(NamedTuple):
+    run_id: str | None  # the run id its header names
+    records: list[dict[str, Any]]
+    executed: list[str]  # the tools whose executor ran, in order
+    refused: list[str]  # the gate's fault, when it refused the stream
+
+
+def gate_sections(stdout: str) -> dict[str, GateSection]:
+    """agent_gate.py's output by section: its ``record`` lines, the executors that ran, and
+    the faults of the streams the gate refused."""
+    found: dict[str, GateSection] = {}
+    current: GateSection | None = None
+    for line in stdout.splitlines():
+        for name, start in GATE_SECTIONS.items():
+            if line.startswith(start):
+                assert name not in found, line
+                run_id = re.search(r", run (\w+)$", line)
+                named = run_id.group(1) if run_id else None
+                current = found[name] = GateSection(named, [], [], [])
+        if current is None:
+            continue
+        if line.startswith("  record "):
+            current.records.append(json.loads(line.removeprefix("  record ")))
+        elif executor := re.fullmatch(r"  the executor of (\w+) ran", line):
+            current.executed.append(executor.group(1))
+        elif refused := re.match(r"  the gate refused the stream: (\w+) ", line):
+            current.refused.append(refused.group(1))
+    return found
+
+
+def states(section: GateSection) -> list[tuple[str | None, str, str | None]]:
+    return [(r["tool_name"], r["state"], r["error_class"]) for r in section.records]
+
+
+AGENT_GATE_RUNS = [run for run in RUNS if run.example == "agent_gate.py"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", AGENT_GATE_RUNS, ids=str)
+def test_the_agent_loop_runs_tools_only_through_the_gate(
+    runs: dict[Run, Future[subprocess.CompletedProcess[str]]], run: Run
+) -> None:
+    completed = runs[run].result()
+    assert completed.returncode == 0, completed.stderr
+    stdout = completed.stdout
+    sections = gate_sections(stdout)
+
+    # Records and spans: ids, sizes and statuses, never an argument.
+    records = [record for section in sections.values() for record in section.records]
+    for record in records:
+        assert set(record) == RECORD_KEYS, record
+    for content in ARGUMENT_CONTENT:
+        assert content not in stdout, content
+    # One otelsse.tool_call span per record, in the same order and saying the same, each a
+    # child of the otelsse.gate span of its stream (same run and attempt).
+    spans = printed_spans(stdout)
+    gates = {
+        span["context"]["span_id"]: span for span in spans if span["name"] == semconv.GATE_SPAN_NAME
+    }
+    calls = [span for span in spans if span["name"] == semconv.TOOL_CALL_SPAN_NAME]
+    said = [
+        (r["run_id"], r["attempt"], r["tool_name"], r["item_id"], r["state"], r["buffer_bytes"])
+        for r in records
+    ]
+    assert [
+        (
+            a[semconv.GATE_RUN_ID],
+            a[semconv.GATE_ATTEMPT],
+            a[semconv.GEN_AI_TOOL_NAME],
+            a[semconv.GEN_AI_TOOL_CALL_ID],
+            a[semconv.TOOL_CALL_STATE],
+            a[semconv.TOOL_CALL_BYTES],
+        )
+        for a in (span["attributes"] for span in calls)
+    ] == said
+    for span in calls:
+        gate = gates[span["parent_id"]]
+        assert gate["context"]["trace_id"] == span["context"]["trace_id"]
+        for key in (semconv.GATE_RUN_ID, semconv.GATE_ATTEMPT):
+            assert gate["attributes"][key] == span["attributes"][key]
+    # Each request's stream span and the gate span that read it share the agent's turn span.
+    turns = [span for span in spans if span["name"] == "agent turn"]
+    assert len(turns) == len(run.routes)
+    for turn in turns:
+        children = sorted(
+            span["name"] for span in spans if span["parent_id"] == turn["context"]["span_id"]
+        )
+        assert children == [semconv.GATE_SPAN_NAME, semconv.SPAN_NAME]
+
+    # The mutating tool, whatever the scenario: only the call inside the workspace runs.
+    by_hand, cut = sections["by hand"], sections["cut"]
+    assert [r["item_id"] for r in by_hand.records] == [
+        "call_inside", "call_dotdot", "call_absolute", "call_symlink",
+    ]  # fmt: skip
+    assert (
+        states(by_hand)
+        == [("write_file", "executed", None)]
+        + [("write_file", "policy_denied", "policy_denied")] * 3
+    )
+    assert by_hand.executed == ["write_file"]
+    assert states(cut) == [("write_file", "quarantined", "truncated")]
+    assert cut.records[0]["json_status"] == "unchecked"
+    assert (cut.executed, cut.refused) == ([], ["truncated"])
+    assert "files the calls named: inside the workspace True, outside it 0" in stdout
+
+    loop = sections["loop"]
+    if run.scenario is None:
+        # The provider's get_weather call runs once; the replay of its stream (same run,
+        # response and call ids, a second gate on the same ledger file) runs nothing.
+        replay = sections["replay"]
+        assert states(loop) == [("get_weather", "executed", None)]
+        assert replay.run_id == loop.run_id == loop.records[0]["run_id"]
+        assert loop.executed == ["get_weather"]
+        assert states(replay) == [("get_weather", "replayed", None)]
+        assert replay.records[0]["execution_state"] == "succeeded"
+        identity = ("run_id", "response_id", "item_id")
+        assert [replay.records[0][k] for k in identity] == [loop.records[0][k] for k in identity]
+        assert replay.executed == []
+        # Three streams of one run: attempts 1, 2, 3, each gate span linked to the earlier.
+        attempts = sorted(
+            (gate["attributes"][semconv.GATE_ATTEMPT], len(gate["links"]))
+            for gate in gates.values()
+            if gate["attributes"][semconv.GATE_RUN_ID] == loop.run_id
+        )
+        assert attempts == [(1, 0), (2, 1), (3, 2)]
+        assert stdout.splitlines()[-1] == "executors ran: get_weather, write_file"
+    else:
+        # The stream is refused: its calls (the cut arguments' one, or none when the fake
+        # provider sent text) are quarantined and nothing runs; nothing to replay.
+        fault = EXPECTED_OUTCOME[run.scenario]
+        expected = [("get_weather", "quarantined", "invalid_json")]
+        assert states(loop) == (expected if run.scenario == "tool_call_invalid" else [])
+        assert (loop.executed, loop.refused) == ([], [fault])
+        assert "replay" not in sections
+        assert stdout.splitlines()[-1] == "executors ran: write_file"
+        (gate,) = (g for g in gates.values() if g["attributes"][semconv.GATE_RUN_ID] == loop.run_id)
+        assert gate["attributes"][semconv.GATE_FAULT] == fault
+        assert gate["status"]["status_code"] == "ERROR"
 
 
 @pytest.mark.slow
