@@ -678,11 +678,13 @@ class _Attempt:
         report = fault.report if fault is not None else reader._verdict().report
         state = reader.monitor.state
         disconnect = None
-        if fault is not None:
+        if fault is not None and report is not None:
+            # The client's exception, else how the read ended, else a clean close that came
+            # before the terminal event.
             cause = fault.__cause__
-            disconnect = type(cause).__name__ if cause is not None else None
-            if disconnect is None and report is not None:
-                disconnect = report.error
+            disconnect = type(cause).__name__ if cause is not None else report.error
+            if disconnect is None and not report.terminal_seen:
+                disconnect = "eof"
         self._result = GateResult(
             run_id=self.run_id,
             attempt=self.attempt,

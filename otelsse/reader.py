@@ -481,13 +481,13 @@ class StreamReader(_Reader):
         _close_quietly(self._close_source, chunks)
 
     def _close_source(self, chunks: Iterator[bytes]) -> None:
+        # The chunk iterator first (a client's is a generator over the body), then the response.
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
         client = self._enforcer.client
         if client is not None:
             client.close(self._source)
-        else:
-            close = getattr(chunks, "close", None)
-            if close is not None:
-                close()
 
     def result(self) -> StreamResult:
         """Read whatever is left and return the accepted result, or raise ``StreamFault``."""
@@ -554,6 +554,7 @@ class AsyncStreamReader(_Reader):
             client = self._enforcer.client
             if client is not None:
                 await client.aclose(self._source)
+                await _finish_after_close(chunks)
             else:
                 aclose = getattr(chunks, "aclose", None)
                 if aclose is not None:
@@ -565,6 +566,24 @@ class AsyncStreamReader(_Reader):
         async for _ in self:
             pass
         return self._verdict()
+
+
+#: Reads a closed response's chunk iterator is given to end (it ends at the first).
+_READS_AFTER_CLOSE = 4
+
+
+async def _finish_after_close(chunks: AsyncIterator[bytes]) -> None:
+    """Run a closed response's chunk iterator to its end: a client's body iterator nests async
+    generators of its own (httpx's), which the reader cannot close, and trio warns of any left
+    unfinished to the garbage collector. On a closed connection the next read ends them."""
+    try:
+        for _ in range(_READS_AFTER_CLOSE):
+            await anext(chunks)
+    except Exception:
+        return
+    aclose = getattr(chunks, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 async def _next_within(chunks: AsyncIterator[bytes], budget: float | None) -> bytes:
