@@ -45,8 +45,9 @@ def parse_args(description: str) -> tuple[str, dict[str, str]]:
     return base_url, headers
 
 
-def instrument() -> None:
-    """A minimal SDK, then otelsse on top of it. The providers flush when the process exits."""
+def instrument() -> tuple[TracerProvider, MeterProvider]:
+    """A minimal SDK, then otelsse on top of it; returns the providers (a ``ToolGate`` takes
+    them too). They flush when the process exits."""
     resource = Resource.create({"service.name": "otelsse-examples"})
     tracer_provider = TracerProvider(resource=resource)
     readers: list[MetricReader] = []
@@ -62,3 +63,4 @@ def instrument() -> None:
         tracer_provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
     meter_provider = MeterProvider(metric_readers=readers, resource=resource)
     otelsse.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    return tracer_provider, meter_provider

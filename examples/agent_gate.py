@@ -50,7 +50,6 @@ SDK raises before any stream. The ``write_file`` turns run whatever the scenario
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import uuid
 from collections.abc import Callable
@@ -59,19 +58,10 @@ from typing import Any
 
 import httpx2
 import openai
-from _common import TIMEOUT, parse_args
+from _common import TIMEOUT, instrument, parse_args
 from openai.types.chat import (
     ChatCompletionMessageFunctionToolCallParam,
     ChatCompletionMessageParam,
-)
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    ConsoleSpanExporter,
-    SimpleSpanProcessor,
 )
 from opentelemetry.trace import Tracer
 
@@ -121,24 +111,6 @@ TOOLS = [
         "text",
     ),
 ]
-
-
-def telemetry() -> tuple[TracerProvider, MeterProvider]:
-    """``_common.instrument()``'s set-up, keeping the providers: the gate takes them too."""
-    resource = Resource.create({"service.name": "otelsse-examples"})
-    tracer_provider = TracerProvider(resource=resource)
-    readers: list[MetricReader] = []
-    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-        tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-        readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
-    else:
-        tracer_provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
-    meter_provider = MeterProvider(metric_readers=readers, resource=resource)
-    otelsse.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
-    return tracer_provider, meter_provider
 
 
 class Workspace:
@@ -344,7 +316,7 @@ def mutating_tool(gate: otelsse.ToolGate, workspace: Workspace, elsewhere: Path)
 
 def main() -> None:
     base_url, scenario = parse_args(__doc__)
-    tracer_provider, meter_provider = telemetry()
+    tracer_provider, meter_provider = instrument()
     client = openai.OpenAI(
         base_url=f"{base_url}/v1",
         api_key="not-needed-for-the-fake-provider",
