@@ -28,6 +28,7 @@ import uuid
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ._core.state import CUSTOM, INVALID_JSON, SERVER, TRAILING_DATA, ToolCall
@@ -182,9 +183,12 @@ class GateCall:
         "policy_decision",
         "position",
         "response_id",
+        "route",
         "run_id",
         "schema_keyword",
         "schema_status",
+        "stream_event",
+        "terminal_seen",
         "tool_name",
         "trailing_data",
     )
@@ -220,6 +224,11 @@ class GateCall:
         #: The executor's exception type, for ``EXECUTION_FAILED`` (``error_class`` is closed).
         self.exception_type: str | None = None
         self.finished_at: int | None = None
+        #: The route that judged the stream, and whether its terminal event arrived.
+        self.route: str | None = None
+        self.terminal_seen = False
+        #: The SSE event type read last when the call's item ended (or it was quarantined).
+        self.stream_event: str | None = None
         self.output: Any = None
 
     @property
@@ -256,14 +265,19 @@ class GateCall:
 
     def record(self) -> dict[str, Any]:
         """The seed's sanitized record: JSON-ready, without arguments or output."""
+        finished = self.finished_at if self.finished_at is not None else time.time_ns()
         return {
+            "observed_at": _rfc3339(finished),
             "run_id": self.run_id,
             "attempt": self.attempt,
             "response_id": self.response_id,
             "item_id": self.call_id,
+            "model_route": self.route,
+            "stream_event": self.stream_event,
             "tool_name": self.tool_name,
             "state": self._state.value,
             "buffer_bytes": self.buffer_bytes,
+            "terminal_seen": self.terminal_seen,
             "json_status": self.json_status,
             "trailing_data": self.trailing_data,
             "schema_status": self.schema_status,
@@ -439,6 +453,8 @@ class _Attempt:
         self._early = False  # deciding at each call's own terminal event (run_at="item")
         self._fault: StreamFault | None = None
         self._result: GateResult | None = None
+        self._last_event: str | None = None  # the SSE event type last read, for the records
+        self._open: list[GateCall] = []  # records whose item has not ended yet
 
     @contextmanager
     def recording(self) -> Iterator[None]:
@@ -459,9 +475,9 @@ class _Attempt:
     # -- reading -----------------------------------------------------------------------------
 
     def observe(self, reader: _Reader) -> list[GateCall]:
-        """Take note of the calls the stream opened since the last look; with ``run_at="item"``
-        on a route that proves item completion, check those whose item ended and return the
-        ones now ready for the policy."""
+        """Take note of what the stream did to its calls since the last look: calls opened,
+        items ended. With ``run_at="item"`` on a route that proves item completion, check the
+        calls whose item ended and return those now ready for the policy."""
         monitor = reader.monitor
         state = monitor.state
         for call in state.tool_calls[self._seen :]:
@@ -471,30 +487,40 @@ class _Attempt:
             record = GateCall(call, len(self.calls), self.run_id, self.attempt)
             record.advance(ToolCallState.ITEM_OPEN)
             self.calls.append(record)
+            self._open.append(record)
+        if self._open and any(record._call.closed for record in self._open):
+            for record in self._open:
+                if record._call.closed:
+                    self._item_ended(record, state.response_id)
+            self._open = [record for record in self._open if not record._call.closed]
         if self._gate.run_at != "item" or not monitor.route_class.proves_item_end:
             return []
         self._early = True
-        ready = []
-        for record in self.calls:
-            if record.state is ToolCallState.ITEM_OPEN and record._call.closed:
-                record.response_id = state.response_id
-                if self._check(record):
-                    ready.append(record)
-        return ready
+        return [
+            record
+            for record in self.calls
+            if record.state is ToolCallState.ITEM_TERMINAL and self._check(record)
+        ]
 
     def settle(self, reader: _Reader) -> None:
-        """The stream was judged: check each call whose item ended, then, if the stream was
-        refused, quarantine every call not yet decided with the fault's code."""
+        """The stream was judged: if it was accepted, check every call whose item ended; if
+        refused, quarantine every call not yet decided with the fault's code, none of them
+        parsed as a complete call (an argument problem the accumulator found is kept)."""
         try:
             reader._verdict()
         except StreamFault as fault:
             self._fault = fault
+        self._last_event = reader._enforcer.last_event_type
         response_id = reader.monitor.state.response_id
         for record in self.calls:
             if record.response_id is None:
                 record.response_id = response_id
-            if record.state is ToolCallState.ITEM_OPEN and record._call.closed:
+            if record.state is not ToolCallState.ITEM_TERMINAL:
+                continue
+            if self._fault is None:
                 self._check(record)
+            elif not record._call.valid:
+                self._refuse_arguments(record)
         if self._fault is not None:
             self.abandon(self._fault.code)
 
@@ -502,21 +528,34 @@ class _Attempt:
         """Quarantine every call not yet decided, with its byte count and ids."""
         for record in self.calls:
             if record.state in _UNDECIDED:
+                if record.stream_event is None:
+                    record.stream_event = self._last_event
                 record.quarantine(error_class)
 
     def ready(self) -> list[GateCall]:
         """Calls that passed every check and wait for the policy, in stream order."""
         return [record for record in self.calls if record.state is ToolCallState.SCHEMA_VALID]
 
+    def _item_ended(self, record: GateCall, response_id: str | None) -> None:
+        call = record._call
+        record.response_id = response_id
+        record.stream_event = call.closed_by
+        record.buffer_bytes = call.byte_count
+        record.advance(ToolCallState.ITEM_TERMINAL)
+
+    def _refuse_arguments(self, record: GateCall) -> None:
+        """Quarantine a call whose arguments are not one JSON value, or had more bytes after
+        the call closed (trailing data)."""
+        problem = record._call.problem
+        record.json_status = "invalid"
+        record.trailing_data = problem == TRAILING_DATA
+        record.quarantine(problem or INVALID_JSON)
+
     def _check(self, record: GateCall) -> bool:
         """From the item's terminal event to ``SCHEMA_VALID`` (True), or ``QUARANTINED``."""
         call = record._call
-        record.advance(ToolCallState.ITEM_TERMINAL)
-        record.buffer_bytes = call.byte_count
         if not call.valid:
-            record.json_status = "invalid"
-            record.trailing_data = call.problem == TRAILING_DATA
-            record.quarantine(call.problem or INVALID_JSON)
+            self._refuse_arguments(record)
             return False
         if call.kind == CUSTOM:
             record.json_status = "text"
@@ -683,8 +722,11 @@ class _Attempt:
             # before the terminal event.
             cause = fault.__cause__
             disconnect = type(cause).__name__ if cause is not None else report.error
-            if disconnect is None and not report.terminal_seen:
+            if disconnect is None and not (report.terminal_seen or reader.monitor.ended):
                 disconnect = "eof"
+        for record in self.calls:
+            record.route = None if report is None else report.route
+            record.terminal_seen = report is not None and report.terminal_seen
         self._result = GateResult(
             run_id=self.run_id,
             attempt=self.attempt,
@@ -704,6 +746,12 @@ class _Attempt:
 
 #: States a call can still be quarantined from: read, not yet decided by the policy.
 _UNDECIDED = frozenset({_S.RECEIVING, _S.ITEM_OPEN, _S.ITEM_TERMINAL, _S.PARSED, _S.SCHEMA_VALID})
+
+
+def _rfc3339(ns: int) -> str:
+    seconds, fraction = divmod(ns, 1_000_000_000)
+    moment = datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{moment}.{fraction // 1000:06d}Z"
 
 
 def _discard(awaitable: Any) -> None:

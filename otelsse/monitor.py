@@ -251,6 +251,7 @@ class StreamMonitor:
             # Only the enforcing reader stops at the route's end: observe mode pays nothing.
             stop_at_end = self._stop_at_end and not adapter.resolved().ended
             for handled, event in enumerate(events, 1):
+                state.event = event
                 try:
                     on_event(event, state)
                 except _SHAPE_ERRORS:

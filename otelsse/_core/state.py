@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .events import SSEEvent
 from .json import JSONDecodeError, has_trailing_data, loads
 
 __all__ = [
@@ -64,8 +65,8 @@ class ToolCall:
     """Argument fragments of one tool call, keyed by the provider's own identity in the adapter."""
 
     __slots__ = (
-        "arguments", "byte_count", "call_id", "closed", "empty_means", "fragments", "kind", "name",
-        "problem", "size", "verdict",
+        "arguments", "byte_count", "call_id", "closed", "closed_by", "empty_means", "fragments",
+        "kind", "name", "problem", "size", "verdict",
     )  # fmt: skip
 
     def __init__(
@@ -77,6 +78,8 @@ class ToolCall:
         self.fragments: list[str] = []
         self.size = 0
         self.closed = False
+        #: The SSE event type of the event that closed the call (its item's terminal event).
+        self.closed_by: str | None = None
         # What empty arguments mean: Anthropic's ``input`` from content_block_start, else None
         # (empty is then invalid, as OpenAI sends "{}" for a call without arguments).
         self.empty_means = empty_means
@@ -113,6 +116,7 @@ class StreamState:
         "anomalies",
         "collect_text",
         "error_code",
+        "event",
         "finish_reasons",
         "input_tokens",
         "limit_stage",
@@ -153,6 +157,8 @@ class StreamState:
         self.max_tool_calls = max_tool_calls
         self.max_text_chars = max_text_chars
         self.max_parts = max_parts
+        #: The event being interpreted (set by the monitor before the route reads it).
+        self.event: SSEEvent | None = None
         self.part_count = 0
         self.texts: dict[int, list[str]] = {}
         self.reasoning: dict[int, list[str]] = {}
@@ -274,6 +280,8 @@ class StreamState:
         if call.closed:
             return
         call.closed = True
+        if self.event is not None:
+            call.closed_by = self.event.event
         if parsed is not None:
             call.arguments, call.verdict = parsed, _VALID
             return

@@ -76,4 +76,5 @@ class Sniffer(Route):
         self.chosen = route
         held, self._held = self._held, []
         for event in held:
+            state.event = event
             route.on_event(event, state)

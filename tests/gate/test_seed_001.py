@@ -139,7 +139,8 @@ def run_gate(
 
 
 def snapshot(result: GateResult) -> dict[str, Any]:
-    """Everything the gate decided and recorded, without the run id (tests vary it)."""
+    """Everything the gate decided and recorded, without the run id (tests vary it) and the
+    moment each record was observed."""
     return {
         "fault": result.fault,
         "attempt": result.attempt,
@@ -148,7 +149,10 @@ def snapshot(result: GateResult) -> dict[str, Any]:
         "last_item_id": result.last_item_id,
         "disconnect_reason": result.disconnect_reason,
         "calls": [
-            ({**record.record(), "run_id": None}, [state.value for state in record.history])
+            (
+                {**record.record(), "run_id": None, "observed_at": None},
+                [state.value for state in record.history],
+            )
             for record in result.calls
         ],
     }
@@ -1034,11 +1038,17 @@ def test_happy_path_operator_workflow(tmp_path: Path) -> None:
     # 9. The log holds the terminal marker, validation outcomes, decision and result status,
     #    and no raw arguments.
     for record, sent in zip(result.calls, stream.calls, strict=True):
-        assert record.record() == {
+        fields = record.record()
+        observed_at = fields.pop("observed_at")
+        assert datetime.datetime.fromisoformat(observed_at.replace("Z", "+00:00")).tzinfo
+        assert fields == {
             "run_id": "run-42",
             "attempt": 1,
             "response_id": stream.response_id,
             "item_id": sent.id,
+            "model_route": RESPONSES,
+            "stream_event": "response.function_call_arguments.done",
+            "terminal_seen": True,
             "tool_name": sent.name,
             "state": "executed",
             "buffer_bytes": sent.byte_count,
