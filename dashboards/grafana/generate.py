@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from otelsse import semconv
+from otelsse.gate import ToolCallState
 
 OUTPUT = Path(__file__).parent / "dashboards" / "otelsse-overview.json"
 
@@ -34,6 +35,8 @@ DURATION = "otelsse_stream_duration_seconds_bucket"
 GAP = "otelsse_stream_max_inter_event_gap_seconds_bucket"
 EVENTS = "otelsse_stream_events_bucket"
 BYTES = "otelsse_stream_bytes_bucket"
+#: The tool gate's counter (``semconv.GATE_CALLS``): by final state, tool name and error type.
+GATE_CALLS = "otelsse_gate_calls_total"
 
 #: Template variables after ``datasource``, in chain order: (name, label, Prometheus label).
 VARIABLES: tuple[tuple[str, str, str], ...] = (
@@ -49,6 +52,7 @@ _STREAM_LABELS = tuple(label for _, _, label in VARIABLES)
 _FILTER_LABELS: dict[str, tuple[str, ...]] = {
     ACTIVE: ("job", "otelsse_route", "server_address"),
     INSTRUMENTATION_ERRORS: ("job",),
+    GATE_CALLS: ("job",),
 }
 _VARIABLE_OF = {label: name for name, _, label in VARIABLES}
 
@@ -127,6 +131,21 @@ OUTCOME_COLORS = {
     "truncated": "red",
 }
 PERCENT_STEPS = ((None, "green"), (0.01, "yellow"), (0.05, "red"))
+STATE = "otelsse_tool_call_state"
+#: Colours of the gate's final states: run, not run by decision, not run because unproven, and
+#: the ones an engineer must look at.
+STATE_COLORS = {
+    "executed": "green",
+    "replayed": "blue",
+    "policy_denied": "orange",
+    "needs_approval": "yellow",
+    "policy_approved": "purple",
+    "quarantined": "red",
+    "execution_failed": "dark-red",
+    "needs_reconciliation": "dark-purple",
+}
+if not set(STATE_COLORS) <= {state.value for state in ToolCallState}:
+    raise SystemExit("STATE_COLORS names a state ToolCallState does not have")
 ANY_IS_BAD_STEPS = ((None, "green"), (1, "red"))
 
 
@@ -722,6 +741,123 @@ def errors_row() -> list[Json]:
     ]
 
 
+def gate_row() -> list[Json]:
+    """The tool gate (``otelsse.ToolGate``): how the calls an agent's model asked for ended."""
+    quarantined = f'{STATE}="quarantined"'
+    denied = f'{STATE}="policy_denied"'
+    reconciliation = f'{STATE}="needs_reconciliation"'
+    seen_over_range = f"max_over_time({selector(GATE_CALLS, reconciliation)}[{RANGE}])"
+    return [
+        row("Tool gate"),
+        stat(
+            "Tool calls decided",
+            f"Tool calls the tool gate decided {_BY_RANGE}, in every final state (run, "
+            "replayed, denied, quarantined...). Only the job filter applies: the gate's counter "
+            "has no route, server or model. Zero while agents are busy means no gate is in "
+            "use or its metrics are not exported.",
+            over_range(GATE_CALLS),
+            unit="short",
+            decimals=0,
+            w=6,
+        ),
+        stat(
+            "Quarantined tool calls",
+            f"Share of the tool calls the gate decided {_BY_RANGE} that were quarantined, never "
+            "run: their stream failed before they were proven complete, or their arguments were "
+            "unusable. The quarantine panel below says why; alert OtelsseToolCallsQuarantined "
+            "fires above 5 %.",
+            ratio(GATE_CALLS, quarantined, window=RANGE),
+            unit="percentunit",
+            steps=PERCENT_STEPS,
+            w=6,
+        ),
+        stat(
+            "Denied tool calls",
+            f"Share of the tool calls the gate decided {_BY_RANGE} that its policy denied. "
+            "A steady share is the policy doing its job; a sudden rise (alert "
+            "OtelsseToolCallDenialSpike) means the model asks for forbidden actions: see the "
+            "denials by tool.",
+            ratio(GATE_CALLS, denied, window=RANGE),
+            unit="percentunit",
+            w=6,
+        ),
+        stat(
+            "Calls needing reconciliation",
+            f"Tool calls found needing reconciliation, as the agents' processes counted them "
+            f"{_BY_RANGE} (each process counts from its start): the ledger held a decision "
+            "without a result, so the tool may have run without its result being recorded. "
+            "Any non-zero value needs a human: check the target system (alert "
+            "OtelsseToolCallNeedsReconciliation).",
+            _sum((), seen_over_range),
+            unit="short",
+            decimals=0,
+            steps=ANY_IS_BAD_STEPS,
+            w=6,
+        ),
+        timeseries(
+            "Tool calls by final state",
+            "Tool calls the gate decided per second, stacked by the state each ended in: "
+            "executed, replayed (already in the ledger), policy_denied, needs_approval, "
+            "policy_approved (approved but not run: no executor, or interrupted), quarantined, "
+            "execution_failed and needs_reconciliation. Red and purple areas need a look; a "
+            "change in the mix at a deploy points at the prompt, the policy or the model.",
+            [target(per_second(GATE_CALLS, by=(STATE,)), f"{{{{{STATE}}}}}")],
+            unit="reqps",
+            stack=True,
+            colors=STATE_COLORS,
+        ),
+        timeseries(
+            "Quarantine rate by error type",
+            "Quarantined calls as a share of every call the gate decided, by error.type: a "
+            "stream fault (truncated, timeout, provider_error...: the stream failed before the "
+            "calls were proven) or an argument problem (invalid_json, trailing_data, "
+            "unregistered_tool, schema_invalid...: the model's output). Stream faults follow "
+            "the stream failure panels above; argument problems follow a model or prompt change.",
+            [
+                target(
+                    per_second(GATE_CALLS, quarantined, by=("error_type",))
+                    + f" / ignoring (error_type) group_left {per_second(GATE_CALLS)}",
+                    "{{error_type}}",
+                )
+            ],
+            unit="percentunit",
+            steps=PERCENT_STEPS,
+        ),
+        timeseries(
+            "Policy denials by tool",
+            "Calls the gate's policy denied per interval, by tool name (policy_denied: the "
+            "policy said deny; policy_error: it raised or answered something else, which "
+            "denies too). A tool's denials rising alone is the model trying that tool on "
+            "forbidden targets (paths, commands, scopes): read the run's records, never the "
+            "arguments, and the policy's own logs.",
+            [
+                target(
+                    per_interval(GATE_CALLS, denied, by=("gen_ai_tool_name", "error_type")),
+                    "{{gen_ai_tool_name}} {{error_type}}",
+                )
+            ],
+            unit="short",
+        ),
+        table(
+            "Calls needing reconciliation by instance and tool",
+            f"Calls found needing reconciliation {_BY_RANGE}, per process (instance) and tool, "
+            "as each process counted them since its start. Each one's ledger (the SQLite file "
+            "on that instance) holds the run, response and call ids: reconcile with the target "
+            "system, then record the outcome; the gate never re-runs such a call.",
+            [target(_sum(("instance", "gen_ai_tool_name"), seen_over_range), table=True)],
+            [
+                {
+                    "id": "organize",
+                    "options": {
+                        "excludeByName": {"Time": True},
+                        "renameByName": {"Value": "Calls"},
+                    },
+                }
+            ],
+        ),
+    ]
+
+
 def breakdown_row() -> list[Json]:
     by_model = ("gen_ai_provider_name", "gen_ai_response_model", "server_address")
     renamed = {
@@ -851,13 +987,15 @@ def dashboard() -> Json:
             *stop_and_tools_row(),
             *errors_row(),
             *breakdown_row(),
+            *gate_row(),
         ]
     )
     return {
         "uid": "otelsse-overview",
         "title": "otelsse — SSE stream integrity",
         "description": "How LLM Server-Sent-Event streams really end: outcomes, failure rates, "
-        "latency, stop reasons and tool-call validity, from otelsse's metrics.",
+        "latency, stop reasons and tool-call validity, and how the tool gate decided the calls, "
+        "from otelsse's metrics.",
         "tags": ["otelsse", "llm", "sse", "opentelemetry"],
         "schemaVersion": 39,
         "version": 1,

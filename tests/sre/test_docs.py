@@ -2,11 +2,17 @@
 
 docs/reference.md must be exactly what docs/generate_reference.py prints (run as a program),
 and must name every attribute and metric of ``otelsse.semconv`` with the Prometheus series that
-``tests/sre/_promql.py`` (the dashboards' contract) derives. The documented caps, scope and span
-kind are checked against a real instrumented stream and the real ``Telemetry``, and the
+``tests/sre/_promql.py`` (the dashboards' contract) derives, the tool gate's included (its
+series as ``tests/sre/test_gate_metrics.GATE_EXPORTED`` derives them; that module checks the
+gate's documented spans, attributes, states and error types against a real gate). The
+generator must refuse to render while its gate tables miss a name, and the bound it prints for
+the gate's counter must stay under the SDK's cardinality limit. The documented caps, scope and
+span kind are checked against a real instrumented stream and the real ``Telemetry``, and the
 attributes the reference calls instrumentation-only against ``telemetry.span_attributes()``.
-docs/outcomes.md must have one section per ``Outcome`` and a summary table whose span status
-agrees with ``semconv.ERROR_OUTCOMES``.
+docs/outcomes.md must have one section per ``Outcome``, a summary table whose span status agrees
+with ``semconv.ERROR_OUTCOMES`` and names only real ``StreamFault`` codes, and a section on how
+the enforcing reader ends a stream that names every ``reader.FAULT_CODES`` code and only real
+reader options. Every ``buffer_limit`` stage a real reader reports is documented in both files.
 """
 
 from __future__ import annotations
@@ -21,15 +27,19 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 import otelsse
-from otelsse import reader, semconv
+from otelsse import gate, reader, semconv
+from otelsse.gate import ToolCallState
 from otelsse.instrumentation import SSEInstrumentor
-from otelsse.monitor import Outcome, StreamMonitor
+from otelsse.monitor import Limits, Outcome, StreamMonitor
 from otelsse.telemetry import OTHER, Telemetry, span_attributes
+from tests._fixtures import FIXTURES
 from tests._otel import Telemetry as SDK
 
 from . import _promql
+from .test_gate_metrics import GATE_EXPORTED
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 GENERATOR = DOCS / "generate_reference.py"
@@ -39,6 +49,10 @@ OUTCOMES = (DOCS / "outcomes.md").read_text(encoding="utf-8")
 GEN: dict[str, Any] = runpy.run_path(str(GENERATOR))
 
 METRIC_ATTRIBUTES = {key for spec in semconv.METRICS for key in spec.attributes}
+GATE_KEYS = {
+    *semconv.GATE_ATTRIBUTES,
+    *(key for spec in semconv.GATE_METRICS for key in spec.attributes),
+}
 ATTRIBUTE_TYPES = {"string", "boolean", "int", "double", "string[]"}
 
 
@@ -81,11 +95,78 @@ def test_reference_names_every_attribute_metric_and_closed_value() -> None:
     assert missing == []
 
 
+def test_reference_names_every_gate_span_attribute_state_and_error_type() -> None:
+    gate_part = REFERENCE.split("\n## The tool gate\n", 1)[1]
+    names = [
+        semconv.GATE_SPAN_NAME,
+        semconv.TOOL_CALL_SPAN_NAME,
+        *GATE_KEYS,
+        *(spec.name for spec in semconv.GATE_METRICS),
+        *(state.value for state in ToolCallState),
+        *gate.ERROR_CLASSES,
+        *reader.FAULT_CODES,
+    ]
+    missing = [name for name in names if f"`{name}`" not in gate_part]
+    assert missing == []
+    # Every error type the counter can carry is listed, as a row or among the outcome names.
+    refused = {o.value for o in Outcome} - {Outcome.COMPLETE.value}
+    assert set(GEN["gate_error_types"]()) == {*gate.ERROR_CLASSES, *reader.FAULT_CODES, *refused}
+    for value in GEN["gate_error_types"]():
+        assert f"`{value}`" in gate_part.split("### Cardinality")[0], value
+
+
+def test_the_generator_refuses_gate_tables_that_miss_a_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert GEN["gate_gaps"]() == []
+    # The generator's own tables, as render() reads them (GEN holds a copy of its globals).
+    tables = GEN["render"].__globals__
+    monkeypatch.delitem(tables["GATE_ATTRIBUTE_DOCS"], semconv.GATE_FAULT)
+    monkeypatch.delitem(tables["STATE_DOCS"], ToolCallState.REPLAYED)
+    monkeypatch.delitem(tables["ERROR_CLASS_DOCS"], reader.DUPLICATE_TOOL_CALL_ID)
+    with pytest.raises(SystemExit) as refused:
+        GEN["render"]()
+    message = str(refused.value)
+    for name in (semconv.GATE_FAULT, "replayed", reader.DUPLICATE_TOOL_CALL_ID):
+        assert name in message
+
+
+def test_gate_counter_bound_is_printed_and_under_the_sdk_limit() -> None:
+    product, paired = GEN["gate_series_bounds"]()
+    states, tools = len(ToolCallState), semconv.DEFAULT_MAX_TOOL_NAMES + 1
+    errors = len(GEN["gate_error_types"]())
+    assert product == states * tools * (errors + 1)
+    assert paired == (errors + states) * tools
+    row = next(
+        line
+        for line in REFERENCE.splitlines()
+        if line.startswith(f"| `{semconv.GATE_CALLS.name}` |")
+    )
+    assert row.endswith(f"| {paired} |")
+    assert f"= {product} attribute sets" in REFERENCE
+    # The bound the reference promises must leave the SDK's overflow series unused.
+    assert paired < semconv.SDK_CARDINALITY_LIMIT
+    # It rests on each error type coming with exactly one state.
+    for value in GEN["gate_error_types"]():
+        assert isinstance(GEN["gate_error_state"](value), ToolCallState)
+
+
 def test_every_attribute_key_is_described() -> None:
     assert set(semconv.ATTRIBUTE_SPECS) == set(semconv.ATTRIBUTES) | METRIC_ATTRIBUTES
     for key, spec in semconv.ATTRIBUTE_SPECS.items():
         assert spec.type in ATTRIBUTE_TYPES, key
         assert spec.description.strip(), key
+    docs = GEN["GATE_ATTRIBUTE_DOCS"]
+    assert set(docs) == GATE_KEYS
+    gate_spans = {semconv.GATE_SPAN_NAME, semconv.TOOL_CALL_SPAN_NAME}
+    metric_keys = {key for spec in semconv.GATE_METRICS for key in spec.attributes}
+    for key, doc in docs.items():
+        assert doc.type in ATTRIBUTE_TYPES, key
+        assert doc.description.strip(), key
+        assert set(doc.spans) <= gate_spans, key
+        assert doc.spans or key in metric_keys, f"{key} is on nothing"
+    assert list(GEN["STATE_DOCS"]) == list(ToolCallState)
+    assert set(GEN["ERROR_CLASS_DOCS"]) == {*gate.ERROR_CLASSES, *reader.FAULT_CODES}
     assert list(semconv.INSTRUMENTATION_STAGE_DESCRIPTIONS) == list(semconv.INSTRUMENTATION_STAGES)
     assert all(semconv.INSTRUMENTATION_STAGE_DESCRIPTIONS.values())
 
@@ -102,6 +183,14 @@ def test_prometheus_names_are_the_ones_the_dashboards_are_checked_against() -> N
     assert printed == set(_promql.EXPORTED)
     for key in semconv.ATTRIBUTE_SPECS:
         assert GEN["prometheus_label"](key) == _promql.prometheus_label(key)
+    gate_printed: set[str] = set()
+    for spec in semconv.GATE_METRICS:
+        series = GEN["prometheus_series"](spec)
+        gate_printed.update(series)
+        row = next(line for line in REFERENCE.splitlines() if line.startswith(f"| `{spec.name}` |"))
+        for name in (*series, *(GEN["prometheus_label"](key) for key in spec.attributes)):
+            assert f"`{name}`" in row, (spec.name, name)
+    assert gate_printed == set(GATE_EXPORTED)
 
 
 def test_instrumentation_only_attributes_are_the_ones_a_report_cannot_give() -> None:
@@ -187,8 +276,68 @@ def test_outcomes_summary_table_agrees_with_error_outcomes() -> None:
 
 
 def test_outcomes_summary_names_only_real_reader_codes() -> None:
-    codes = {o.value for o in Outcome} | {reader.UNACCEPTED_STOP, reader.TOOL_SCHEMA_ERROR}
-    assert "accept_stop_reasons" in inspect.signature(otelsse.read_stream).parameters
+    codes = {o.value for o in Outcome} | set(reader.FAULT_CODES)
+    options = {"accept_stop_reasons", "tools"}
+    assert options <= set(inspect.signature(otelsse.read_stream).parameters)
+    named_anywhere: set[str] = set()
     for outcome, cells in summary_rows().items():
-        named = set(re.findall(r"`(\w+)`", cells[2])) - {"accept_stop_reasons"}
+        named = set(re.findall(r"`(\w+)=?`", cells[2])) - options
         assert named <= codes, (outcome, named - codes)
+        named_anywhere |= named
+    assert set(reader.FAULT_CODES) <= named_anywhere
+
+
+def _reader_section() -> str:
+    return OUTCOMES.split("\n## How the enforcing reader ends a stream\n", 1)[1].split("\n## ")[0]
+
+
+def test_outcomes_doc_says_how_the_reader_ends_a_stream() -> None:
+    section = _reader_section()
+    table = {match[1] for match in re.finditer(r"^\| `(\w+)` \|", section, flags=re.MULTILINE)}
+    assert table == set(reader.FAULT_CODES)
+    # Every option it names is the reader's (or Limits'), on the sync and async readers alike.
+    named = set(re.findall(r"[`(](\w+)=", section))
+    assert {"drain", "idle_timeout", "deadline", "max_events", "tools"} <= named
+    limits = {field.name for field in dataclasses.fields(Limits)}
+    for function in (otelsse.StreamReader, otelsse.AsyncStreamReader, otelsse.read_stream):
+        parameters = set(inspect.signature(function).parameters)
+        assert named <= parameters | limits, (function, named - parameters - limits)
+    assert "`drain=True`" in section
+
+
+def _buffer_limit_stages() -> dict[str, str]:
+    """Each ceiling of ``Limits`` breached by a real read: the stage the report names."""
+    tools = (FIXTURES / "real" / "openai-chat-parallel-tool-calls.sse").read_bytes()
+    text = (FIXTURES / "real" / "openai-chat-text.sse").read_bytes()
+    cases = {
+        "max_line_bytes": (tools, Limits(max_line_bytes=64)),
+        "max_event_bytes": (tools, Limits(max_event_bytes=64)),
+        "max_tool_argument_chars": (tools, Limits(max_tool_argument_chars=5)),
+        "max_text_chars": (text, Limits(max_text_chars=1)),
+        "max_events": (tools, Limits(max_events=3)),
+    }
+    stages = {}
+    for name, (body, limits) in cases.items():
+        with pytest.raises(otelsse.StreamFault) as refused:
+            otelsse.read_stream([body], "openai.chat_completions", limits=limits)
+        assert refused.value.code == "buffer_limit", name
+        assert refused.value.report is not None
+        stage = refused.value.report.buffer_limit_stage
+        assert stage is not None, name
+        stages[name] = stage
+    return stages
+
+
+def test_every_buffer_limit_stage_a_reader_reports_is_documented() -> None:
+    stages = _buffer_limit_stages()
+    assert stages["max_events"] == "events"
+    section = OUTCOMES.split("\n## `buffer_limit`\n", 1)[1].split("\n## ")[0]
+    row = next(
+        line
+        for line in REFERENCE.splitlines()
+        if line.startswith(f"| `{semconv.BUFFER_LIMIT_STAGE}` |")
+    )
+    for limit, stage in stages.items():
+        assert f"`{stage}`" in section, (limit, stage)
+        assert f"`{limit}`" in section, limit
+        assert f"`{stage}`" in row, f"the reference does not name stage {stage!r}"

@@ -2,11 +2,15 @@
 
 Debian's ``prometheus`` (installed by ``.ci/run``; a missing binary fails these tests) scrapes
 ``otelsse demo --prometheus-port`` on 127.0.0.1 every second, with a temporary config and data
-directory and every rule file of ``dashboards/prometheus`` loaded. Once the demo has finished
-and Prometheus holds its final numbers, this module checks through the HTTP API that:
+directory and every rule file of ``dashboards/prometheus`` loaded. It also scrapes a real tool
+gate (``tests/sre/test_gate_metrics.ExportingGate``), which decides every kind of call once
+before the demo and once after it, so that the gate's counters grow inside the windows the
+rules and panels look at. Once the demo has finished and Prometheus holds its final numbers and
+the gate's, this module checks through the HTTP API that:
 
-- the series and labels Prometheus stores are exactly the ones ``tests/sre/_promql.py`` derives
-  from ``semconv`` (which the dashboard and rule tests check their queries against);
+- the series and labels Prometheus stores are exactly the ones ``tests/sre/_promql.py`` and
+  ``tests/sre/test_gate_metrics.py`` derive from ``semconv`` (which the dashboard and rule tests
+  check their queries against);
 - the demo's printed summary equals what Prometheus computes from the same metrics;
 - every Grafana panel query and variable query (variables at "All") returns data;
 - every recording rule's expression and output, and every alert expression with its thresholds
@@ -17,6 +21,7 @@ Every process is polled, never slept on, and stopped at the end.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -32,8 +37,16 @@ from typing import Any
 import pytest
 import yaml
 
+from . import _promql
 from ._e2e import demo_process, free_port, poll, stop, wait_for_summary
-from ._promql import EXPORTED, substitute_grafana_variables
+from ._promql import substitute_grafana_variables
+from .test_gate_metrics import GATE_EXPORTED, ExportingGate, Observed
+
+#: Every series otelsse exports: the streams' and the tool gate's.
+EXPORTED: dict[str, frozenset[str]] = {**_promql.EXPORTED, **GATE_EXPORTED}
+GATE_CALLS = "otelsse_gate_calls_total"
+#: The gate's recorded ratios, which the gate's alerts read.
+GATE_RATIOS = ("otelsse:gate_call_state:ratio_rate5m", "otelsse:gate_call_state:ratio_rate1d")
 
 #: End-to-end runs of the demo against real servers: out of the fast loop.
 pytestmark = pytest.mark.slow
@@ -75,6 +88,7 @@ def run(
     binary = shutil.which("prometheus")
     assert binary, "Debian's prometheus is required (apt-get install prometheus; .ci/run does)"
     tmp = tmp_path_factory.mktemp("prometheus")
+    gate = ExportingGate(tmp)
     metrics_port, web_port = free_port(), free_port()
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
@@ -83,7 +97,11 @@ def run(
             {
                 "job_name": "otelsse-demo",
                 "static_configs": [{"targets": [f"127.0.0.1:{metrics_port}"]}],
-            }
+            },
+            {
+                "job_name": "otelsse-gate",
+                "static_configs": [{"targets": [f"127.0.0.1:{gate.port}"]}],
+            },
         ],
     }
     (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
@@ -93,11 +111,23 @@ def run(
         f"--storage.tsdb.path={tmp / 'data'}",
         f"--web.listen-address=127.0.0.1:{web_port}",
     ]
-    with open(tmp / "prometheus.log", "w") as log:
-        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        with open(tmp / "prometheus.log", "w") as log:
+            server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    except BaseException:
+        gate.close()
+        raise
     try:
         prometheus = Prometheus(f"http://127.0.0.1:{web_port}")
         poll(lambda: _ready(prometheus, server), timeout=60, what="Prometheus to be ready")
+        # The gate's first round, scraped before the demo starts: its series exist early.
+        gate.decide("-before")
+        first = _exported_total(gate)
+        poll(
+            lambda: _scraped_total(prometheus, GATE_CALLS) == first or None,
+            timeout=60,
+            what="a scrape of the gate's first round",
+        )
         arguments = (
             "--streams",
             str(STREAMS),
@@ -108,16 +138,34 @@ def run(
         )
         with demo_process(tmp, *arguments) as (demo, summary_file):
             summary = wait_for_summary(demo, summary_file, tmp)
-            ended = time.time()
-            # The final numbers are in once a scrape after the demo's end has landed.
+            gate.decide("-after")
+            gate_total = _exported_total(gate)
+            # The final numbers are in once a scrape after the demo's end has landed, and one
+            # after the gate's second round.
             poll(
-                lambda: _scraped_total(prometheus) == summary["total"] or None,
+                lambda: (
+                    (
+                        _scraped_total(prometheus) == summary["total"]
+                        and _scraped_total(prometheus, GATE_CALLS) == gate_total
+                    )
+                    or None
+                ),
                 timeout=60,
-                what="a scrape with the demo's final numbers",
+                what="a scrape with the demo's and the gate's final numbers",
             )
+            # The gate's ratios were NaN (no increase since the first round) until the rules
+            # were evaluated on the second round's scrape.
+            for record in GATE_RATIOS:
+                poll(
+                    functools.partial(_numbers, prometheus, record),
+                    timeout=30,
+                    what=f"{record} to be evaluated on the gate's second round",
+                )
+            ended = time.time()
             yield prometheus, summary, ended
     finally:
         stop(server)
+        gate.close()
 
 
 def _ready(prometheus: Prometheus, server: subprocess.Popen[bytes]) -> bool | None:
@@ -129,8 +177,17 @@ def _ready(prometheus: Prometheus, server: subprocess.Popen[bytes]) -> bool | No
         return None
 
 
-def _scraped_total(prometheus: Prometheus) -> float | None:
-    result = prometheus.query("sum(otelsse_streams_total)")
+def _numbers(prometheus: Prometheus, record: str) -> list[dict[str, Any]] | None:
+    """The samples of ``record`` that are numbers (a ratio of nothing is NaN), None if none."""
+    return prometheus.query(f"{record} >= 0") or None
+
+
+def _exported_total(gate: ExportingGate) -> float:
+    return sum(value for _, _, value in Observed(scrape=gate.scrape()).samples())
+
+
+def _scraped_total(prometheus: Prometheus, metric: str = "otelsse_streams_total") -> float | None:
+    result = prometheus.query(f"sum({metric})")
     return float(result[0]["value"][1]) if result else None
 
 

@@ -5,11 +5,15 @@ No Grafana runs offline, so this proves the structure instead: every JSON file i
 unique panel ids, complete non-overlapping 24-column grid), every panel and query uses the
 ``${datasource}`` template variable (no ``__inputs``, which file provisioning never resolves),
 every referenced variable exists and every variable is used. Every query, with the variables at
-"All", selects only series and labels in ``tests.sre._promql.EXPORTED`` (per selector, and per
-expression for grouping labels), parses with the real ``promtool check rules``, and returns data
-under ``promtool test rules`` on synthetic series shaped like otelsse's export (outcomes
-pre-created at 0, stop reason absent on truncations, the generic route without provider,
-refusals and server-run tool calls). The
+"All", selects only series and labels otelsse exports (``tests.sre._promql.EXPORTED`` and the
+tool gate's ``tests.sre.test_gate_metrics.GATE_EXPORTED``, per selector, and per expression for
+grouping labels) with values of their closed sets (outcomes, tool-call states, error types...),
+parses with the real ``promtool check rules``, and returns data under ``promtool test rules`` on
+synthetic series shaped like otelsse's export (outcomes pre-created at 0, stop reason absent on
+truncations, the generic route without provider, refusals and server-run tool calls, the gate's
+calls in their final states with their error types). The "Tool gate" row shows the calls by
+final state over time, the quarantine rate by error type, the policy denials by tool and the
+calls needing reconciliation. The
 committed JSON must equal ``generate.py``'s output, and the provisioning YAML must point at the
 documented paths and provide the data source uids.
 """
@@ -27,10 +31,17 @@ import pytest
 import yaml
 
 from otelsse import semconv
+from otelsse.gate import ToolCallState
 from otelsse.monitor import Outcome
-from tests.sre._promql import EXPORTED, label_names, metric_names, substitute_grafana_variables
+from tests.sre import _promql
+from tests.sre._promql import label_names, metric_names, substitute_grafana_variables
 
 from ._tools import load_script, promtool
+from .test_gate_metrics import GATE_EXPORTED, GEN
+
+#: Every series otelsse exports: the streams' and the tool gate's (``semconv.GATE_METRICS``).
+EXPORTED: dict[str, frozenset[str]] = {**_promql.EXPORTED, **GATE_EXPORTED}
+GATE_CALLS = "otelsse_gate_calls_total"
 
 GRAFANA = Path(__file__).resolve().parents[2] / "dashboards" / "grafana"
 DASHBOARD_FILES = sorted((GRAFANA / "dashboards").glob("*.json"))
@@ -49,6 +60,8 @@ _KNOWN_VALUES = {
     "otelsse_tool_call_kind": set(semconv.TOOL_CALL_KINDS),
     "otelsse_tool_call_valid": {"true", "false"},
     "otelsse_instrumentation_stage": set(semconv.INSTRUMENTATION_STAGES),
+    "otelsse_tool_call_state": {state.value for state in ToolCallState},
+    "error_type": set(GEN["gate_error_types"]()),
 }
 
 Json = dict[str, Any]
@@ -342,6 +355,21 @@ def _contract_shaped_series() -> list[dict[str, str]]:
         series.append(_series("otelsse_stream_refusals_total", key, "0x10 0+1x10"))
         active = {k: v for k, v in key.items() if k in EXPORTED["otelsse_streams_active"]}
         series.append(_series("otelsse_streams_active", active, "2x20"))
+    # The tool gate's calls: a series per (state, tool, error type), born with its first call.
+    gate = [
+        ("executed", "write_file", None, "_ 3+3x19"),
+        ("replayed", "write_file", None, "_x5 1+1x14"),
+        ("quarantined", "write_file", "truncated", "_ 1+1x19"),
+        ("quarantined", "delete_everything", "unregistered_tool", "_x3 1x17"),
+        ("policy_denied", "write_file", "policy_denied", "_ 1+1x19"),
+        ("policy_denied", "run_shell", "policy_error", "_x8 1x12"),
+        ("needs_reconciliation", "write_file", None, "_x6 1x14"),
+    ]
+    for state, tool, error, values in gate:
+        labels = target | {"otelsse_tool_call_state": state, "gen_ai_tool_name": tool}
+        series.append(
+            _series(GATE_CALLS, labels | ({"error_type": error} if error else {}), values)
+        )
     return series
 
 
@@ -409,3 +437,64 @@ def test_datasources_provisioned() -> None:
     # The dashboards' datasource variable lists data sources of this type.
     for path in DASHBOARD_FILES:
         assert _variables(_load(path))["datasource"]["query"] == by_uid["prometheus"]["type"]
+
+
+# -- the tool gate ---------------------------------------------------------------------------------
+
+
+def _gate_panels(dashboard: Json) -> dict[str, Json]:
+    return {
+        panel["title"]: panel
+        for panel in _query_panels(dashboard)
+        if any(GATE_CALLS in t["expr"] for t in panel["targets"])
+    }
+
+
+def _groups(expr: str) -> set[str]:
+    return {
+        label.strip()
+        for group in re.findall(r"\bby \(([^)]*)\)", expr)
+        for label in group.split(",")
+    }
+
+
+def test_the_gate_row_shows_states_quarantines_denials_and_reconciliations() -> None:
+    dashboard = _load(GRAFANA / "dashboards" / "otelsse-overview.json")
+    rows = [panel["title"] for panel in dashboard["panels"] if panel["type"] == "row"]
+    assert "Tool gate" in rows
+    panels = _gate_panels(dashboard)
+    # Every gate panel sits in the "Tool gate" row, after it and before any other row.
+    order = [panel["title"] for panel in dashboard["panels"]]
+    start = order.index("Tool gate")
+    end = next(
+        (i for i, p in enumerate(dashboard["panels"]) if i > start and p["type"] == "row"),
+        len(order),
+    )
+    assert set(panels) <= set(order[start + 1 : end])
+
+    def exprs(panel: Json) -> str:
+        return " ".join(t["expr"] for t in panel["targets"])
+
+    by_state = [p for p in panels.values() if "otelsse_tool_call_state" in _groups(exprs(p))]
+    assert any(p["type"] == "timeseries" for p in by_state), "calls by final state over time"
+    quarantine = [
+        p
+        for p in panels.values()
+        if 'otelsse_tool_call_state="quarantined"' in exprs(p) and "error_type" in _groups(exprs(p))
+    ]
+    assert [p["fieldConfig"]["defaults"]["unit"] for p in quarantine] == ["percentunit"]
+    denials = [
+        p
+        for p in panels.values()
+        if 'otelsse_tool_call_state="policy_denied"' in exprs(p)
+        and "gen_ai_tool_name" in _groups(exprs(p))
+    ]
+    assert denials, "policy denials by tool"
+    reconciliation = [
+        p for p in panels.values() if 'otelsse_tool_call_state="needs_reconciliation"' in exprs(p)
+    ]
+    assert any(p["type"] == "stat" for p in reconciliation), "a needs_reconciliation count"
+    for panel in panels.values():
+        # The gate's counter carries no route, server, provider or model: only the job filters.
+        for variable in _references(exprs(panel)):
+            assert variable == "job", (panel["title"], variable)

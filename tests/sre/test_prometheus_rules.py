@@ -8,8 +8,13 @@ generate_rules.py renders; every alert (each SLO window pair on its own) has a f
 promtool case, a severity, a summary, a description and a runbook_url whose anchor is a heading
 of docs/runbooks.md; every alert threshold is one literal number after its comparison (the
 end-to-end test rewrites ``<op> <number>`` to ``>= -Inf``, and promtool must still accept the
-result); every series an expression selects is exported (tests/sre/_promql.EXPORTED) or recorded
-here, with only labels that series carries. Without promtool the tests fail: they never skip.
+result); every series an expression selects is exported (tests/sre/_promql.EXPORTED, and the
+tool gate's ``tests/sre/test_gate_metrics.GATE_EXPORTED``) or recorded here, with only labels that
+series carries, and every value it selects on the gate's state and error type is one the gate
+has. The gate's alerts are held to what they promise: quarantines against all gate calls under a
+traffic guard, denial spikes against the day's share under the same guard, and any new call
+needing reconciliation pages, a series born with its first call included. Without promtool the
+tests fail: they never skip.
 """
 
 from __future__ import annotations
@@ -24,9 +29,15 @@ import pytest
 import yaml
 
 from otelsse import semconv
+from otelsse.gate import ToolCallState
 
-from ._promql import EXPORTED, label_names, metric_names
+from . import _promql
+from ._promql import label_names, metric_names
 from ._tools import load_script, promtool
+from .test_gate_metrics import GATE_EXPORTED, GEN
+
+#: Every series otelsse exports: the streams' and the tool gate's.
+EXPORTED: dict[str, frozenset[str]] = {**_promql.EXPORTED, **GATE_EXPORTED}
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES_DIR = ROOT / "dashboards" / "prometheus"
@@ -326,3 +337,92 @@ def test_recorded_series_are_recorded_before_their_own_group_reads_them() -> Non
         for name in metric_names(rule["expr"]) & home.keys():
             assert home[name] != (file, group) or name in seen, f"{_rule_id(rule)} reads {name}"
         seen.add(rule.get("record", ""))
+
+
+# -- the tool gate -------------------------------------------------------------------------------
+
+GATE_CALLS = "otelsse_gate_calls_total"
+GATE_ALERT_NAMES = {
+    "OtelsseToolCallsQuarantined",
+    "OtelsseToolCallDenialSpike",
+    "OtelsseToolCallNeedsReconciliation",
+}
+_RECORD_EXPRS = {rule["record"]: rule["expr"] for rule in RECORDS}
+_STATE_MATCHER = re.compile(r'otelsse_tool_call_state\s*(=~|!~|!=|=)\s*"([^"]*)"')
+_ERROR_MATCHER = re.compile(r'error_type\s*(=~|!~|!=|=)\s*"([^"]*)"')
+
+
+def _reads(expr: str) -> set[str]:
+    """The exported series an expression reads, through the recording rules it reads."""
+    names = set()
+    for name in metric_names(expr):
+        names |= _reads(_RECORD_EXPRS[name]) if name in _RECORD_EXPRS else {name}
+    return names
+
+
+def _constants() -> Any:
+    return load_script(RULES_DIR / "generate_rules.py")
+
+
+def test_gate_alerts_are_the_ones_reading_the_gate() -> None:
+    assert GATE_CALLS in GATE_EXPORTED
+    reading = {rule["alert"] for rule in ALERTS if GATE_CALLS in _reads(rule["expr"])}
+    assert reading == GATE_ALERT_NAMES
+    # And none of them reads the streams: the gate's counter has no route or server.
+    for rule in ALERTS:
+        if rule["alert"] in GATE_ALERT_NAMES:
+            assert _reads(rule["expr"]) == {GATE_CALLS}, rule["alert"]
+
+
+@pytest.mark.parametrize("rule", [rule for _, _, rule in RULES], ids=_rule_id)
+def test_gate_values_selected_are_real_states_and_error_types(rule: dict[str, Any]) -> None:
+    states = {state.value for state in ToolCallState}
+    errors = set(GEN["gate_error_types"]())
+    for matchers, known in ((_STATE_MATCHER, states), (_ERROR_MATCHER, errors)):
+        for op, value in matchers.findall(rule["expr"]):
+            assert op in {"=", "!="} or set(value.split("|")) <= known, value
+            if op in {"=", "!="}:
+                assert value in known, value
+
+
+def test_quarantine_alert_is_a_share_of_all_gate_calls_under_a_traffic_guard() -> None:
+    constants = _constants()
+    rule = next(rule for rule in ALERTS if rule["alert"] == "OtelsseToolCallsQuarantined")
+    share = 'otelsse:gate_call_state:ratio_rate5m{otelsse_tool_call_state="quarantined"}'
+    assert f"{share} > {constants.QUARANTINE_RATIO}" in rule["expr"]
+    assert f"otelsse:gate_calls:increase5m >= {constants.MIN_GATE_CALLS}" in rule["expr"]
+    # The share's denominator is every call the gate decided, whatever its state.
+    rate = _RECORD_EXPRS["otelsse:gate_calls:rate5m"]
+    assert "{" not in rate
+    assert "otelsse_tool_call_state" in rate.split("(")[1]  # kept by the sum, per state
+    ratio = _RECORD_EXPRS["otelsse:gate_call_state:ratio_rate5m"]
+    numerator, denominator = ratio.split("/ ignoring (otelsse_tool_call_state) group_left ()")
+    assert numerator.strip() == "otelsse:gate_calls:rate5m"
+    assert denominator.strip() == "sum by (job) (otelsse:gate_calls:rate5m)"
+    assert "{" not in _RECORD_EXPRS["otelsse:gate_calls:increase5m"]
+    assert rule["labels"]["severity"] == "warning"
+
+
+def test_denial_alert_fires_on_a_spike_over_the_days_share_under_the_guard() -> None:
+    constants = _constants()
+    rule = next(rule for rule in ALERTS if rule["alert"] == "OtelsseToolCallDenialSpike")
+    now = 'otelsse:gate_call_state:ratio_rate5m{otelsse_tool_call_state="policy_denied"}'
+    today = 'otelsse:gate_call_state:ratio_rate1d{otelsse_tool_call_state="policy_denied"}'
+    assert f"{now} > {constants.DENIAL_RATIO}" in rule["expr"]
+    assert f"{now} / {today} > {constants.DENIAL_SPIKE}" in rule["expr"]
+    assert f"otelsse:gate_calls:increase5m >= {constants.MIN_GATE_CALLS}" in rule["expr"]
+    assert "[1d]" in _RECORD_EXPRS["otelsse:gate_calls:rate1d"]
+
+
+def test_reconciliation_pages_on_any_new_call_a_new_series_included() -> None:
+    constants = _constants()
+    rule = next(rule for rule in ALERTS if rule["alert"] == "OtelsseToolCallNeedsReconciliation")
+    assert rule["labels"]["severity"] == "critical"
+    assert rule["for"] == constants.RECONCILIATION_FOR
+    assert set(_comparisons(rule["expr"])) == {"> 0"}
+    selector = f'{GATE_CALLS}{{otelsse_tool_call_state="needs_reconciliation"}}'
+    window = constants.RECONCILIATION_WINDOW
+    assert f"increase({selector}[{window}])" in rule["expr"]
+    # A series is born with its first call (nothing pre-creates it): increase() misses that one.
+    assert f"{selector} unless {selector} offset {window}" in rule["expr"]
+    assert re.search(r"by \(job, instance, gen_ai_tool_name\)", rule["expr"])
