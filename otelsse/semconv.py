@@ -420,8 +420,9 @@ ATTRIBUTE_SPECS: dict[str, AttributeSpec] = {
     BUFFER_LIMIT_STAGE: AttributeSpec(
         "string", "",
         "Which ceiling stopped parsing: `line` (a partial line), `event` (a pending event), "
-        "`accumulator` (one tool call's arguments, or the number of tool calls) or `text` (text "
-        "kept by the enforcing reader). Present only when the outcome is `buffer_limit`.",
+        "`accumulator` (one tool call's arguments, the number of tool calls, or of choices, "
+        "blocks and outputs), `text` (text kept by the enforcing reader) or `events` (more events "
+        "than `Limits.max_events`). Present only when the outcome is `buffer_limit`.",
     ),
     DECODE_ERROR_COUNT: AttributeSpec(
         "int", "{error}", "Invalid UTF-8 sequences in the body, each replaced by U+FFFD.",
