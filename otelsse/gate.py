@@ -170,7 +170,6 @@ class GateCall:
         "_state",
         "attempt",
         "buffer_bytes",
-        "call_id",
         "error_class",
         "exception_type",
         "execution_status",
@@ -189,7 +188,6 @@ class GateCall:
         "schema_status",
         "stream_event",
         "terminal_seen",
-        "tool_name",
         "trailing_data",
     )
 
@@ -203,9 +201,6 @@ class GateCall:
         #: The call's position among this response's calls (its id when the provider gave none).
         self.position = position
         self.response_id: str | None = None
-        #: The provider's call id (``call_...``, ``toolu_...``), None when it sent none.
-        self.call_id = call.call_id
-        self.tool_name = call.name
         self.kind = call.kind
         self.opened_at = time.time_ns()
         self.buffer_bytes: int | None = None
@@ -234,6 +229,16 @@ class GateCall:
     @property
     def state(self) -> ToolCallState:
         return self._state
+
+    @property
+    def call_id(self) -> str | None:
+        """The provider's call id (``call_...``, ``toolu_...``), None when it sent none. Some
+        servers send it after the first argument bytes: it is read from the accumulator."""
+        return self._call.call_id
+
+    @property
+    def tool_name(self) -> str | None:
+        return self._call.name
 
     @property
     def key(self) -> CallKey:
@@ -496,10 +501,14 @@ class _Attempt:
         if self._gate.run_at != "item" or not monitor.route_class.proves_item_end:
             return []
         self._early = True
+        # A call is keyed by its response's id: one whose id has not arrived yet (a resumed
+        # stream) waits for the response's end.
         return [
             record
             for record in self.calls
-            if record.state is ToolCallState.ITEM_TERMINAL and self._check(record)
+            if record.state is ToolCallState.ITEM_TERMINAL
+            and record.response_id is not None
+            and self._check(record)
         ]
 
     def settle(self, reader: _Reader) -> None:
@@ -587,11 +596,13 @@ class _Attempt:
         return True
 
     def _id_taken(self, record: GateCall) -> bool:
-        """Whether an earlier call of this response, already past its item's end, has
-        ``record``'s id."""
+        """Whether another call of this response with ``record``'s id was checked already
+        (whichever opened first: items may interleave and close in any order)."""
         return record.call_id is not None and any(
-            other.call_id == record.call_id and other.state is not ToolCallState.ITEM_OPEN
-            for other in self.calls[: record.position]
+            other is not record
+            and other.call_id == record.call_id
+            and other.state not in (ToolCallState.ITEM_OPEN, ToolCallState.ITEM_TERMINAL)
+            for other in self.calls
         )
 
     # -- deciding and running ----------------------------------------------------------------

@@ -188,8 +188,14 @@ class OpenAIChatRoute(Route):
                 by_index[tool_index] = call
         else:
             # Some servers send the arguments before the name and id.
-            call.call_id = call.call_id or call_id
-            call.name = call.name or function.get("name")
+            name = function.get("name")
+            if not (call_id is None or type(call_id) is str) or not (
+                name is None or type(name) is str
+            ):
+                state.payload_invalid()  # as open_tool judges them
+            else:
+                call.call_id = call.call_id or call_id
+                call.name = call.name or name
         arguments = function.get("arguments")
         if arguments:
             state.tool_args(call, arguments)

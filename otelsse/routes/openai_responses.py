@@ -116,8 +116,6 @@ class OpenAIResponsesRoute(Route):
 
     # Progress and "done" events that repeat what the deltas already said.
     @handles(
-        "response.queued",
-        "response.in_progress",
         "response.content_part.added",
         "response.content_part.done",
         "response.output_text.done",
@@ -230,7 +228,9 @@ class OpenAIResponsesRoute(Route):
         if call is not None:
             state.close_tool(call, whole=item.get(_input_key(call.kind)))
 
-    @handles("response.created")
+    # A stream resumed with ``starting_after`` may begin after ``response.created``: every
+    # snapshot names the response.
+    @handles("response.created", "response.queued", "response.in_progress")
     def _on_snapshot(self, obj: dict[str, Any], state: StreamState) -> None:
         response = obj.get("response") or {}
         state.identify(response.get("model"), response.get("id"))

@@ -365,6 +365,7 @@ class Ev:
     opens: tuple[int, ...] = ()  # plan indexes of the calls it opens
     closes: tuple[int, ...] = ()  # ... and closes (their item's terminal event)
     terminal: bool = False
+    identifies: tuple[int, ...] = ()  # ... names and ids, when not the one that opens them
 
 
 def _fragments(data: st.DataObject, text: str) -> list[str]:
@@ -412,6 +413,7 @@ def build_chat(data: st.DataObject, calls: list[Planned], canary: str) -> list[E
         parts = [fragments[0], identity, *fragments[1:]] if late else [identity, *fragments]
         sequence = [Ev(chunk({"tool_calls": [part]})) for part in parts]
         sequence[0].opens = (call.index,)
+        sequence[1 if late else 0].identifies = (call.index,)
         sequences.append(sequence)
     events = [Ev(chunk({"role": "assistant", "content": ""}))]
     events += _interleave(data, sequences)
@@ -1097,6 +1099,14 @@ def _event_of(case: Case, index: int, attribute: str) -> int:
     return next(n for n, event in enumerate(case.events) if index in getattr(event, attribute))
 
 
+def _identity_event(case: Case, index: int) -> int:
+    """The event that names a call: the one that opens it unless a later one does."""
+    for number, event in enumerate(case.events):
+        if index in event.identifies:
+            return number
+    return _event_of(case, index, "opens")
+
+
 def _decided(case: Case, call: Planned, value: Any) -> tuple[ToolCallState, str | None]:
     answer = case.decisions.get(call.key_id, case.default_answer)
     if answer in ("approve", "approve_enum"):
@@ -1163,7 +1173,13 @@ def check_oracle(case: Case, result: GateResult, claimed: set[CallKey]) -> None:
     assert result.disconnect_reason == expected_disconnect(case, fault), result
     for record in result.calls:
         call = case.opened[record.position]
-        assert (record.tool_name, record.call_id) == (call.name, call.call_id), (record, call)
+        # A chat call's name and id may come after its first arguments: a cut between the two
+        # leaves the call without them.
+        identified = _processed(case, _identity_event(case, call.index))
+        identity = {(call.name, call.call_id)} if identified else {(None, None)}
+        if identified is None:
+            identity.add((call.name, call.call_id))
+        assert (record.tool_name, record.call_id) in identity, (record, call)
         closed = _processed(case, _event_of(case, call.index, "closes"))
         error, value = call.check(case.route)
         own: Outcomes = set()

@@ -447,3 +447,22 @@ def test_gemini_events_after_every_candidate_finished_are_anomalies() -> None:
 def test_gemini_finish_reason_that_is_not_a_string_is_a_payload_error(finish: Any) -> None:
     body = _data(_candidate("Hi", finish))
     assert _judge(body, "gemini.generate_content")[0] is Outcome.PAYLOAD_ERROR
+
+
+@pytest.mark.parametrize("late", [{"id": 7}, {"name": ["get_weather"]}], ids=["id", "name"])
+def test_a_late_chat_tool_identity_of_another_type_is_a_payload_error(
+    late: dict[str, object],
+) -> None:
+    """A name or id sent after a call's first arguments is judged as one sent with them."""
+    first = {"index": 0, "function": {"arguments": '{"city": '}}
+    then = {"index": 0, **({"id": late["id"]} if "id" in late else {}), "function": {
+        "arguments": '"Paris"}', **({"name": late["name"]} if "name" in late else {})
+    }}  # fmt: skip
+    body = _data(
+        {"choices": [{"index": 0, "delta": {"tool_calls": [first]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [then]}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        done=True,
+    )
+    _, report = run_monitor([body], route="openai.chat_completions")
+    assert report.outcome is Outcome.PAYLOAD_ERROR
