@@ -6,6 +6,7 @@ each call). JSON Schema validation needs the ``schema`` extra (``jsonschema``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -49,9 +50,7 @@ class ToolRegistry:
                 ) from exc
             for name, schema in schemas.items():
                 if schema is not None:
-                    validator = jsonschema.validators.validator_for(schema)
-                    validator.check_schema(schema)
-                    self._validators[name] = validator(schema)
+                    self._validators[name] = _validator(jsonschema, schema)
 
     def has_schema(self, name: str | None) -> bool:
         return (name or "") in self._validators
@@ -67,3 +66,27 @@ class ToolRegistry:
 
         error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
         return None if error is None else str(error.validator)
+
+
+#: Checked validators by schema text: ``read_stream(tools=...)`` builds a registry per stream,
+#: and checking a schema costs far more than reading a stream with one tool call.
+_VALIDATORS: dict[str, Any] = {}
+_MAX_VALIDATORS = 256
+
+
+def _validator(jsonschema: Any, schema: Mapping[str, Any]) -> Any:
+    try:
+        key = json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError):  # not JSON (a schema with Python objects): never cached
+        key = None
+    found = _VALIDATORS.get(key) if key is not None else None
+    if found is not None:
+        return found
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    validator = cls(schema)
+    if key is not None:
+        if len(_VALIDATORS) >= _MAX_VALIDATORS:
+            _VALIDATORS.clear()
+        _VALIDATORS[key] = validator
+    return validator
