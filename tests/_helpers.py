@@ -1,4 +1,5 @@
-"""Feeding helpers shared by the invariance, truncation and outcome tests."""
+"""Helpers shared by the tests: feeding a monitor, splitting bodies, reading SSE without otelsse,
+and the route names with the URL path each is served on."""
 
 from __future__ import annotations
 
@@ -8,6 +9,22 @@ from collections.abc import Iterable
 
 from otelsse import SSEEvent, SSEParser, StreamMonitor, StreamReport
 from otelsse.monitor import StreamError
+
+CHAT = "openai.chat_completions"
+RESPONSES = "openai.responses"
+ANTHROPIC = "anthropic.messages"
+GEMINI = "gemini.generate_content"
+#: The provider routes (every route but ``generic``), each with tool calls in its contract.
+ROUTES = (CHAT, RESPONSES, ANTHROPIC, GEMINI)
+
+#: The URL path each route is served on, so that a reader (or gate) detects the route from the
+#: request.
+ROUTE_PATHS = {
+    CHAT: "/v1/chat/completions",
+    RESPONSES: "/v1/responses",
+    ANTHROPIC: "/v1/messages",
+    GEMINI: "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+}
 
 
 def run_monitor(
@@ -44,6 +61,27 @@ def event_ends(body: bytes) -> list[int]:
         start = found + len(separator)
         offsets.append(start)
     return offsets
+
+
+def sse_events(body: bytes) -> list[tuple[str, str]]:
+    """(event type, data) of every dispatched event, read without otelsse; an unterminated last
+    block is dropped."""
+    text = body.decode("utf-8").replace("\r\n", "\n")
+    events = []
+    for block in text.split("\n\n")[:-1]:  # what follows the last blank line is never dispatched
+        kind, data = "message", []
+        for line in block.split("\n"):
+            if not line or line.startswith(":"):
+                continue
+            name, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if name == "event":
+                kind = value
+            elif name == "data":
+                data.append(value)
+        if data:
+            events.append((kind, "\n".join(data)))
+    return events
 
 
 def one_byte_at_a_time(body: bytes) -> list[bytes]:

@@ -37,21 +37,8 @@ from otelsse.reader import (
 )
 from tests._clients import STALL_TIMEOUT, STREAMING, Client, astreaming, streaming
 from tests._fixtures import FIXTURES
-from tests._helpers import event_ends
+from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES, ROUTE_PATHS, event_ends, sse_events
 from tests._server import Reply, SSEServer
-
-CHAT = "openai.chat_completions"
-RESPONSES = "openai.responses"
-ANTHROPIC = "anthropic.messages"
-GEMINI = "gemini.generate_content"
-
-#: The URL path each route is served on, so the reader detects the route from the request.
-ROUTE_PATHS = {
-    CHAT: "/v1/chat/completions",
-    RESPONSES: "/v1/responses",
-    ANTHROPIC: "/v1/messages",
-    GEMINI: "/v1beta/models/x:streamGenerateContent?alt=sse",
-}
 
 #: Bound for waiting on a server-side event the client has already seen the effect of.
 EVENT_WAIT = 10.0
@@ -88,27 +75,6 @@ def route_of(name: str) -> str:
     if name.startswith("gemini"):
         return GEMINI
     raise ValueError(name)
-
-
-def sse_events(body: bytes) -> list[tuple[str, str]]:
-    """(event type, data) of every dispatched event; an unterminated last block is dropped."""
-    text = body.decode("utf-8").replace("\r\n", "\n")
-    blocks = text.split("\n\n")
-    events = []
-    for block in blocks[:-1]:  # the part after the last blank line was never dispatched
-        kind, data = "message", []
-        for line in block.split("\n"):
-            if not line or line.startswith(":"):
-                continue
-            name, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            if name == "event":
-                kind = value
-            elif name == "data":
-                data.append(value)
-        if data:
-            events.append((kind, "\n".join(data)))
-    return events
 
 
 def payloads(body: bytes) -> list[dict[str, Any]]:

@@ -47,22 +47,8 @@ from otelsse.reader import (
 )
 from tests._clients import CLIENTS, SYNC_CLIENTS, Client, astreaming, streaming
 from tests._fixtures import read_fixture
-from tests._helpers import event_ends
+from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES, ROUTE_PATHS, ROUTES, event_ends
 from tests._server import Reply, SSEServer
-
-CHAT = "openai.chat_completions"
-RESPONSES = "openai.responses"
-ANTHROPIC = "anthropic.messages"
-GEMINI = "gemini.generate_content"
-ROUTES = (CHAT, RESPONSES, ANTHROPIC, GEMINI)
-
-#: The URL path each route is served on, so the reader detects the route from the request.
-ROUTE_PATHS = {
-    CHAT: "/v1/chat/completions",
-    RESPONSES: "/v1/responses",
-    ANTHROPIC: "/v1/messages",
-    GEMINI: "/v1beta/models/x:streamGenerateContent?alt=sse",
-}
 
 #: A recorded body per route, each ending exactly at the route's terminal event: ``[DONE]``,
 #: ``response.completed``, ``message_stop``, and Gemini's chunk with the last finishReason.

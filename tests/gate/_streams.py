@@ -76,6 +76,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES, ROUTE_PATHS, ROUTES
+
 __all__ = [
     "ANTHROPIC",
     "CHAT",
@@ -90,20 +92,8 @@ __all__ = [
     "call",
 ]
 
-CHAT = "openai.chat_completions"
-RESPONSES = "openai.responses"
-ANTHROPIC = "anthropic.messages"
-GEMINI = "gemini.generate_content"
 #: Every route whose contract has tool calls.
-TOOL_ROUTES = (CHAT, RESPONSES, ANTHROPIC, GEMINI)
-
-#: The URL path each route is served on, so that a reader detects the route from the request.
-ROUTE_PATHS = {
-    CHAT: "/v1/chat/completions",
-    RESPONSES: "/v1/responses",
-    ANTHROPIC: "/v1/messages",
-    GEMINI: "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
-}
+TOOL_ROUTES = ROUTES
 
 _MODELS = {
     CHAT: "gpt-4o-mini-2024-07-18",
@@ -184,6 +174,24 @@ class Stream:
         return ROUTE_PATHS[self.route]
 
 
+@dataclass(frozen=True)
+class _Spec:
+    """What ``build`` asks of a route's writer: the parts as sent (text pieces and calls, faults
+    applied), the response id, and the switches a writer carries out itself."""
+
+    parts: Sequence[str | Call]
+    rid: str
+    interleave: bool
+    error: bool  # ``error_before_terminal``
+    omit_final: bool
+    unknown: bool  # ``unknown_event``
+    gemini_ids: bool
+
+    @property
+    def calls(self) -> list[Call]:
+        return [part for part in self.parts if isinstance(part, Call)]
+
+
 @dataclass
 class _Event:
     label: str
@@ -230,7 +238,7 @@ def build(
         sent_parts.append(next(calls_iter) if isinstance(part, Call) else part)
 
     writer = {CHAT: _chat, RESPONSES: _responses, ANTHROPIC: _anthropic, GEMINI: _gemini}[route]
-    events = writer(
+    spec = _Spec(
         sent_parts,
         rid=rid,
         interleave=interleave,
@@ -239,6 +247,7 @@ def build(
         unknown=unknown_event,
         gemini_ids=gemini_ids,
     )
+    events = writer(spec)
     for index in late_fragment:
         _add_late_fragment(route, events, index)
     if route == RESPONSES:
@@ -361,17 +370,8 @@ def _insert_unknown(steps: list[_Event], unknown: _Event, calls: int) -> None:
     steps.insert(1, unknown)
 
 
-def _chat(
-    parts: Sequence[str | Call],
-    *,
-    rid: str,
-    interleave: bool,
-    error: bool,
-    omit_final: bool,
-    unknown: bool,
-    gemini_ids: bool,
-) -> list[_Event]:
-    calls = [part for part in parts if isinstance(part, Call)]
+def _chat(spec: _Spec) -> list[_Event]:
+    parts, rid, calls = spec.parts, spec.rid, spec.calls
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {
@@ -386,7 +386,7 @@ def _chat(
 
     events = [_Event("start", chunk({"role": "assistant", "content": None}))]
     texts = 0
-    for kind, value in _schedule(parts, interleave):
+    for kind, value in _schedule(parts, spec.interleave):
         if kind == "text":
             events.append(_Event(f"text:{texts}", chunk({"content": value})))
             texts += 1
@@ -403,10 +403,10 @@ def _chat(
     events.append(_Event("finish", finish))
     usage = {"prompt_tokens": 75, "completion_tokens": 51, "total_tokens": 126}
     events.append(_Event("usage", {**chunk({}), "choices": [], "usage": usage}))
-    if unknown:
+    if spec.unknown:
         heartbeat = {"object": "chat.completion.heartbeat", "created": 1731368641}
         _insert_unknown(events, _Event("unknown", heartbeat, name="heartbeat"), len(calls))
-    if error:
+    if spec.error:
         failure = {
             "message": "The server had an error while processing your request. Sorry about that!",
             "type": "server_error",
@@ -414,22 +414,13 @@ def _chat(
             "code": None,
         }
         events.append(_Event("error", {"error": failure}))
-    if not omit_final:
+    if not spec.omit_final:
         events.append(_Event("terminal", "[DONE]"))
     return events
 
 
-def _responses(
-    parts: Sequence[str | Call],
-    *,
-    rid: str,
-    interleave: bool,
-    error: bool,
-    omit_final: bool,
-    unknown: bool,
-    gemini_ids: bool,
-) -> list[_Event]:
-    calls = [part for part in parts if isinstance(part, Call)]
+def _responses(spec: _Spec) -> list[_Event]:
+    parts, rid, calls = spec.parts, spec.rid, spec.calls
     model = _MODELS[RESPONSES]
 
     def response(status: str, output: list[Any], usage: Any) -> dict[str, Any]:
@@ -493,7 +484,7 @@ def _responses(
             "status": status,
         }
 
-    for kind, value in _schedule(parts, interleave):
+    for kind, value in _schedule(parts, spec.interleave):
         if kind == "text":
             if message is None:
                 index, items = items, items + 1
@@ -556,7 +547,7 @@ def _responses(
             delta.label = f"args:{i}:{j}"
             events.append(delta)
         elif kind == "end":
-            if not interleave:
+            if not spec.interleave:
                 close_message()
             done = typed(
                 "response.function_call_arguments.done",
@@ -579,21 +570,21 @@ def _responses(
     for event in events:
         if not event.label:
             event.label = event.payload["type"]
-    if unknown:
+    if spec.unknown:
         progress = typed(
             "response.tool_progress.delta",
             {"item_id": f"fc_{calls[0].id}" if calls else "", "output_index": 0, "delta": "…"},
         )
         progress.label = "unknown"
         _insert_unknown(events, progress, len(calls))
-    if error:
+    if spec.error:
         failure = typed(
             "error",
             {"code": "server_error", "message": "Something went wrong", "param": None},
         )
         failure.label = "error"
         events.append(failure)
-    elif not omit_final:
+    elif not spec.omit_final:
         usage = {"input_tokens": 255, "output_tokens": 16, "total_tokens": 271}
         completed = typed("response.completed", {"response": response("completed", output, usage)})
         completed.label = "terminal"
@@ -601,18 +592,9 @@ def _responses(
     return events  # ``build`` numbers them (``sequence_number``) once every event is in
 
 
-def _anthropic(
-    parts: Sequence[str | Call],
-    *,
-    rid: str,
-    interleave: bool,
-    error: bool,
-    omit_final: bool,
-    unknown: bool,
-    gemini_ids: bool,
-) -> list[_Event]:
-    calls = [part for part in parts if isinstance(part, Call)]
-    if interleave and len(calls) > 1:
+def _anthropic(spec: _Spec) -> list[_Event]:
+    parts, rid, calls = spec.parts, spec.rid, spec.calls
+    if spec.interleave and len(calls) > 1:
         raise ValueError("Anthropic streams one content block after another: no interleaving")
 
     def typed(kind: str, body: dict[str, Any], label: str = "") -> _Event:
@@ -680,7 +662,7 @@ def _anthropic(
         "usage": {"output_tokens": 153},
     }
     events.append(typed("message_delta", delta, "finish"))
-    if unknown:
+    if spec.unknown:
         progress = typed(
             "content_block_progress", {"index": 1, "progress": {"type": "tokens"}}, "unknown"
         )
@@ -688,25 +670,16 @@ def _anthropic(
             where = next(at for at, event in enumerate(events) if event.label == "open:0")
             progress.payload["index"] = events[where].payload["index"]
         _insert_unknown(events, progress, len(calls))
-    if error:
+    if spec.error:
         failure = {"details": None, "type": "overloaded_error", "message": "Overloaded"}
         events.append(typed("error", {"error": failure, "request_id": "req_gate0001"}, "error"))
-    elif not omit_final:
+    elif not spec.omit_final:
         events.append(typed("message_stop", {}, "terminal"))
     return events
 
 
-def _gemini(
-    parts: Sequence[str | Call],
-    *,
-    rid: str,
-    interleave: bool,
-    error: bool,
-    omit_final: bool,
-    unknown: bool,
-    gemini_ids: bool,
-) -> list[_Event]:
-    calls = [part for part in parts if isinstance(part, Call)]
+def _gemini(spec: _Spec) -> list[_Event]:
+    parts, rid, calls = spec.parts, spec.rid, spec.calls
     usage = {"promptTokenCount": 29, "candidatesTokenCount": 10, "totalTokenCount": 39}
 
     def chunk(content_parts: list[dict[str, Any]], finish: str | None = None) -> dict[str, Any]:
@@ -724,7 +697,7 @@ def _gemini(
     def function_part(i: int) -> dict[str, Any]:
         one = calls[i]
         function: dict[str, Any] = {"name": one.name, "args": one.value()}
-        if gemini_ids:
+        if spec.gemini_ids:
             function = {"id": one.id, **function}
         part: dict[str, Any] = {"functionCall": function}
         if i == 0:
@@ -733,7 +706,7 @@ def _gemini(
 
     events: list[_Event] = []
     index = texts = 0
-    if interleave:
+    if spec.interleave:
         content: list[dict[str, Any]] = []
         for part in parts:
             if isinstance(part, Call):
@@ -750,21 +723,21 @@ def _gemini(
             else:
                 events.append(_Event(f"text:{texts}", chunk([{"text": part}])))
                 texts += 1
-    if unknown:
+    if spec.unknown:
         hint = {"serverHint": {"kind": "progress"}, "modelVersion": _MODELS[GEMINI]}
         if calls:
             at = next(at for at, event in enumerate(events) if event.label.startswith("call:"))
             events.insert(at + 1, _Event("unknown", hint))
         else:
             events.insert(1, _Event("unknown", hint))
-    if error:
+    if spec.error:
         failure = {
             "code": 503,
             "message": "This model is currently experiencing high demand.",
             "status": "UNAVAILABLE",
         }
         events.append(_Event("error", {"error": failure}))
-    elif not omit_final:
+    elif not spec.omit_final:
         events.append(_Event("terminal", chunk([{"text": ""}], "STOP")))
     return events
 

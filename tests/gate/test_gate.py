@@ -52,29 +52,18 @@ from otelsse import (
 from otelsse._core.state import ToolCall
 from otelsse.gate import _TRANSITIONS, FINAL_STATES
 from otelsse.ledger import DECIDED, FAILED, SUCCEEDED
+from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES, ROUTE_PATHS, ROUTES
 from tests._otel import Telemetry, attribute_values
 from tests._server import Reply, SSEServer
 
 S = ToolCallState
 
-ANTHROPIC = "anthropic.messages"
-RESPONSES = "openai.responses"
-CHAT = "openai.chat_completions"
-GEMINI = "gemini.generate_content"
-ROUTES = (ANTHROPIC, RESPONSES, CHAT, GEMINI)
 #: Routes that prove a call complete before the response ends (``run_at="item"`` applies).
 ITEM_ROUTES = (ANTHROPIC, RESPONSES)
 #: Routes whose calls close only at the response's end (``run_at="item"`` falls back).
 RESPONSE_ROUTES = (CHAT, GEMINI)
 #: The response id each body below carries.
 RESPONSE_IDS = {ANTHROPIC: "msg_g1", RESPONSES: "resp_g1", CHAT: "chatcmpl-g1", GEMINI: "gem_g1"}
-#: The URL path each route is served on, so that the gate detects the route from the request.
-PATHS = {
-    ANTHROPIC: "/v1/messages",
-    RESPONSES: "/v1/responses",
-    CHAT: "/v1/chat/completions",
-    GEMINI: "/v1beta/models/x:streamGenerateContent?alt=sse",
-}
 REQUEST = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
 #: Generous bound for a client read where nothing is meant to stall.
 READ_TIMEOUT = 10.0
@@ -1049,26 +1038,31 @@ def test_the_sqlite_file_holds_no_content(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def counting_executor(source: Source | AsyncSource, at: list[int]) -> Callable[[Any], None]:
-    def executor(arguments: Any) -> None:
-        at.append(source.sent)
-
-    return executor
-
-
-@pytest.mark.parametrize("route", ITEM_ROUTES)
-@pytest.mark.parametrize("dialect", ["sync", "async"])
-def test_item_mode_runs_each_call_at_its_own_terminal(route: str, dialect: str) -> None:
+def run_counting(
+    gate: ToolGate, route: str, dialect: str
+) -> tuple[list[bytes], GateResult, list[int]]:
+    """Run ``gate`` (``run``, or ``arun`` for the async dialect) on ``route``'s two calls, one
+    event a chunk; every executor notes how many chunks had been read when it ran. The events,
+    the result and those counts."""
     events = EVENTS[route](TWO_CALLS)
     source: Source | AsyncSource = Source(events) if dialect == "sync" else AsyncSource(events)
     at: list[int] = []
-    executor = counting_executor(source, at)
-    gate = ToolGate(run_at="item")
+
+    def executor(arguments: Any) -> None:
+        at.append(source.sent)
+
     execute = {"read_file": executor, "write_file": executor}
     if dialect == "sync":
         result = gate.run(source, route, execute=execute)
     else:
         result = asyncio.run(gate.arun(source, route, execute=execute))
+    return events, result, at
+
+
+@pytest.mark.parametrize("route", ITEM_ROUTES)
+@pytest.mark.parametrize("dialect", ["sync", "async"])
+def test_item_mode_runs_each_call_at_its_own_terminal(route: str, dialect: str) -> None:
+    events, result, at = run_counting(ToolGate(run_at="item"), route, dialect)
     lawful(result)
     assert states(result) == [S.EXECUTED, S.EXECUTED]
     # Each ran once the chunk holding its own terminal event was read, and not one chunk later.
@@ -1078,30 +1072,15 @@ def test_item_mode_runs_each_call_at_its_own_terminal(route: str, dialect: str) 
 
 @pytest.mark.parametrize("route", ROUTES)
 def test_response_mode_runs_nothing_before_the_terminal(route: str) -> None:
-    events = EVENTS[route](TWO_CALLS)
-    source = Source(events)
-    at: list[int] = []
-    executor = counting_executor(source, at)
-    result = lawful(
-        ToolGate().run(source, route, execute={"read_file": executor, "write_file": executor})
-    )
-    assert states(result) == [S.EXECUTED, S.EXECUTED]
+    events, result, at = run_counting(ToolGate(), route, "sync")
+    assert states(lawful(result)) == [S.EXECUTED, S.EXECUTED]
     assert at == [len(events), len(events)]
 
 
 @pytest.mark.parametrize("route", RESPONSE_ROUTES)
 @pytest.mark.parametrize("dialect", ["sync", "async"])
 def test_item_mode_falls_back_to_the_response_terminal(route: str, dialect: str) -> None:
-    events = EVENTS[route](TWO_CALLS)
-    source: Source | AsyncSource = Source(events) if dialect == "sync" else AsyncSource(events)
-    at: list[int] = []
-    executor = counting_executor(source, at)
-    gate = ToolGate(run_at="item")
-    execute = {"read_file": executor, "write_file": executor}
-    if dialect == "sync":
-        result = gate.run(source, route, execute=execute)
-    else:
-        result = asyncio.run(gate.arun(source, route, execute=execute))
+    events, result, at = run_counting(ToolGate(run_at="item"), route, dialect)
     assert states(lawful(result)) == [S.EXECUTED, S.EXECUTED]
     assert at == [len(events), len(events)]
 
@@ -1115,7 +1094,7 @@ def test_item_mode_runs_while_the_server_holds_the_rest(
     releases it: only a gate that runs the call at its own terminal can finish."""
     events = EVENTS[route](TWO_CALLS)
     hold_at = offset_after(events, call_terminal(route, events, 1))
-    url = server.route(PATHS[route], Reply(b"".join(events), piece=64, hold_at=hold_at))
+    url = server.route(ROUTE_PATHS[route], Reply(b"".join(events), piece=64, hold_at=hold_at))
     held_when_run: list[bool] = []
 
     def read_file(arguments: Any) -> None:
@@ -1151,7 +1130,7 @@ def test_a_cut_after_a_call_ran_keeps_it_executed_and_quarantines_the_rest(
     events = EVENTS[route](calls)
     # Cut inside call 2's second argument delta: its first one arrived whole.
     cut = offset_after(events, call_terminal(route, events, 2) - 2) + 5
-    url = server.route(PATHS[route], Reply(b"".join(events), piece=64, cut=cut))
+    url = server.route(ROUTE_PATHS[route], Reply(b"".join(events), piece=64, cut=cut))
     executor = Recorder()
     gate = ToolGate(run_at=run_at)
     with httpx_response(url) as response:
@@ -1467,7 +1446,7 @@ def served(server: SSEServer, route: str, ending: str) -> str:
         if ending == "complete-then-stall"
         else Reply(data, piece=128, cut=len(data) // 2)
     )
-    return server.route(PATHS[route], reply)
+    return server.route(ROUTE_PATHS[route], reply)
 
 
 def check_ending(result: GateResult, ending: str, executor: Recorder) -> None:

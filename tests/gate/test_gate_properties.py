@@ -83,6 +83,7 @@ from otelsse.gate import _TRANSITIONS, ERROR_CLASSES
 from otelsse.monitor import Outcome
 from otelsse.reader import FAULT_CODES
 from tests._fixtures import read_fixture
+from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES, ROUTE_PATHS, ROUTES
 from tests._otel import attribute_values
 from tests._server import Reply, SSEServer
 from tests.fuzz._inputs import mutate, split_events
@@ -90,11 +91,6 @@ from tests.fuzz._strategies import EXAMPLES, FUZZ, FUZZ_MORE, DrawChooser
 
 S = ToolCallState
 
-CHAT = "openai.chat_completions"
-RESPONSES = "openai.responses"
-ANTHROPIC = "anthropic.messages"
-GEMINI = "gemini.generate_content"
-ROUTES = (CHAT, RESPONSES, ANTHROPIC, GEMINI)
 #: Routes whose calls close at an event of their own (``run_at="item"`` decides them there).
 ITEM_ROUTES = frozenset({RESPONSES, ANTHROPIC})
 #: Routes whose error event ends the stream (nothing after it is read).
@@ -1538,12 +1534,6 @@ def test_a_resumed_responses_stream_never_runs_again_a_call_the_first_attempt_ra
 WORKER = Path(__file__).with_name("_crash_worker.py")
 #: Upper bound of every wait of the crash tests (a process start, a signal, a run).
 WAIT = 60.0
-PATHS = {
-    CHAT: "/v1/chat/completions",
-    RESPONSES: "/v1/responses",
-    ANTHROPIC: "/v1/messages",
-    GEMINI: "/v1beta/models/gemini-x:streamGenerateContent",
-}
 FIXTURES = {
     CHAT: "real/openai-chat-parallel-tool-calls.sse",
     RESPONSES: "real/openai-responses-function-call.sse",
@@ -1658,6 +1648,16 @@ def finish(files: Files, name: str, process: subprocess.Popen[bytes]) -> dict[st
     return result
 
 
+def restart(files: Files, url: str, route: str, run_at: str, tools: list[str]) -> dict[str, Any]:
+    """A fresh gate process ("second") on the same ledger file and run id, reading ``url`` to
+    its end: its result line."""
+    second = spawn(files, "second", url, route, run_at, tools, block=False)
+    try:
+        return finish(files, "second", second)
+    finally:
+        reap(second)
+
+
 def _expected_calls(route: str) -> tuple[bytes, list[str], list[str]]:
     """The fixture's body, its calls' ledger ids (the position when the provider sent none)
     and the names of its tools."""
@@ -1680,7 +1680,7 @@ def test_a_gate_killed_between_decision_and_result_leaves_the_call_to_reconcilia
     body, keys, tools = _expected_calls(route)
     files = Files(tmp_path)
     with SSEServer() as server:
-        url = server.route(PATHS[route], Reply(body))
+        url = server.route(ROUTE_PATHS[route], Reply(body))
         first = spawn(files, "first", url, route, run_at, tools, block=True)
         try:
             wait_until(files.signal.exists, first, "executor start", files, "first")
@@ -1690,11 +1690,7 @@ def test_a_gate_killed_between_decision_and_result_leaves_the_call_to_reconcilia
         # Durable before the tool ran; still decided, with no result, after the crash.
         assert files.markers() == [(keys[0], "decided")]
         assert files.rows() == {keys[0]: "decided"}
-        second = spawn(files, "second", url, route, run_at, tools, block=False)
-        try:
-            result = finish(files, "second", second)
-        finally:
-            reap(second)
+        result = restart(files, url, route, run_at, tools)
     assert result["fault"] is None
     assert result["attempt"] == 2
     records = result["calls"]
@@ -1720,8 +1716,8 @@ def test_a_gate_killed_while_reading_decided_nothing_and_its_restart_runs_each_c
     stall_at = len(body) - len(split_events(body)[-1])  # just before the terminal event
     files = Files(tmp_path)
     with SSEServer() as server:
-        stalled_url = server.route(PATHS[route], Reply(body, cut=stall_at, after_cut="stall"))
-        whole_url = server.route("/whole" + PATHS[route], Reply(body))
+        stalled_url = server.route(ROUTE_PATHS[route], Reply(body, cut=stall_at, after_cut="stall"))
+        whole_url = server.route("/whole" + ROUTE_PATHS[route], Reply(body))
         first = spawn(files, "first", stalled_url, route, "response", tools, block=False)
         try:
             # Reading: the server has sent all but the terminal event and the gate's attempt is
@@ -1733,11 +1729,7 @@ def test_a_gate_killed_while_reading_decided_nothing_and_its_restart_runs_each_c
             reap(first)
         assert files.markers() == []
         assert files.rows() == {}
-        second = spawn(files, "second", whole_url, route, "response", tools, block=False)
-        try:
-            result = finish(files, "second", second)
-        finally:
-            reap(second)
+        result = restart(files, whole_url, route, "response", tools)
     assert result["fault"] is None
     assert result["attempt"] == 2
     assert [record["key"] for record in result["calls"]] == keys

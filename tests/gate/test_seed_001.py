@@ -43,6 +43,7 @@ from otelsse import (
 )
 from otelsse.routes import get_route
 from tests._clients import ASYNC_CLIENTS, Client, astreaming, streaming
+from tests._helpers import sse_events
 from tests._otel import Telemetry, attribute_values
 from tests._server import Reply, SSEServer
 from tests.gate._streams import (
@@ -198,39 +199,19 @@ def two_piece_splits(body: bytes) -> Iterator[tuple[int, list[bytes]]]:
 # --------------------------------------------------------------------------------------------
 
 
-def sse_events(body: bytes) -> list[tuple[str, str]]:
-    """(event type, data) of every dispatched event: an independent reading of the framing."""
-    text = body.decode("utf-8").replace("\r\n", "\n")
-    events = []
-    for block in text.split("\n\n")[:-1]:
-        kind, data = "message", []
-        for line in block.split("\n"):
-            if not line or line.startswith(":"):
-                continue
-            name, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            if name == "event":
-                kind = value
-            elif name == "data":
-                data.append(value)
-        if data:
-            events.append((kind, "\n".join(data)))
-    return events
-
-
 @pytest.mark.parametrize("route", TOOL_ROUTES)
 def test_the_builders_plain_and_multiline_bodies_carry_the_same_events(route: str) -> None:
     plain, multi = good_stream(route), good_stream(route, multiline=True)
     assert multi.body.count(b"\n:") > 0
-    plain_events = [
-        (kind, data if data == "[DONE]" else json.loads(data))
-        for kind, data in sse_events(plain.body)
-    ]
-    multi_events = [
-        (kind, data if data == "[DONE]" else json.loads(data))
-        for kind, data in sse_events(multi.body)
-    ]
-    assert multi_events == plain_events
+
+    def parsed_events(body: bytes) -> list[tuple[str, Any]]:
+        return [
+            (kind, data if data == "[DONE]" else json.loads(data))
+            for kind, data in sse_events(body)
+        ]
+
+    plain_events = parsed_events(plain.body)
+    assert parsed_events(multi.body) == plain_events
     assert len(plain_events) == len(plain.marks)
     newline = b"\r\n" if route == GEMINI else b"\n"
     assert plain.body.endswith(newline + newline)
@@ -386,22 +367,25 @@ def test_gemini_parallel_calls_without_ids_are_kept_apart_by_position() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def assert_nothing_ran(result: GateResult, recorder: Recorder, stream: Stream) -> None:
+def run_refused(stream: Stream) -> GateResult:
+    """Run the gate on a stream it must refuse: no executor is called, nothing is executed, every
+    call is quarantined and no record holds content."""
+    recorder = Recorder()
+    result = run_gate(stream, recorder=recorder)
     assert recorder.seen == []
     assert result.executed == ()
     for record in result.calls:
         assert record.state is S.QUARANTINED
     assert_no_content(result, stream)
+    return result
 
 
 @pytest.mark.parametrize("route", TOOL_ROUTES)
 def test_an_error_event_before_the_terminal_quarantines_every_call(route: str) -> None:
     stream = good_stream(route, error_before_terminal=True)
-    recorder = Recorder()
-    result = run_gate(stream, recorder=recorder)
+    result = run_refused(stream)
 
     assert result.fault == "provider_error"
-    assert_nothing_ran(result, recorder, stream)
     assert [record.call_id for record in result.calls] == [sent.id for sent in stream.calls]
     for record, sent in zip(result.calls, stream.calls, strict=True):
         assert_quarantined(record, "provider_error")
@@ -424,14 +408,12 @@ def test_an_in_stream_error_is_not_reported_as_a_disconnect(route: str) -> None:
 @pytest.mark.parametrize("route", TOOL_ROUTES)
 def test_a_stream_whose_final_event_is_omitted_quarantines_every_call(route: str) -> None:
     stream = good_stream(route, omit_final=True)
-    recorder = Recorder()
-    result = run_gate(stream, recorder=recorder)
+    result = run_refused(stream)
 
     assert result.fault == "truncated"
     assert result.disconnect_reason == "eof"  # a clean close, not a dropped connection
     assert result.report is not None
     assert result.report.terminal_seen is False
-    assert_nothing_ran(result, recorder, stream)
     assert len(result.calls) == 2
     for record, sent in zip(result.calls, stream.calls, strict=True):
         assert_quarantined(record, "truncated")
@@ -473,9 +455,7 @@ def test_malformed_json_arguments_are_quarantined(route: str) -> None:
     if route != GEMINI:
         with pytest.raises(json.JSONDecodeError):
             json.loads(stream.calls[0].arguments)
-    recorder = Recorder()
-    result = run_gate(stream, recorder=recorder)
-    assert_nothing_ran(result, recorder, stream)
+    result = run_refused(stream)
     assert_argument_fault(route, stream, result, "invalid_json")
 
 
@@ -486,9 +466,7 @@ def test_one_json_value_followed_by_trailing_data_is_quarantined(route: str) -> 
         value, end = json.JSONDecoder().raw_decode(stream.calls[0].arguments)
         assert value == two_calls(route)[0].value()  # a valid value first...
         assert stream.calls[0].arguments[end:].strip()  # ...and more after it
-    recorder = Recorder()
-    result = run_gate(stream, recorder=recorder)
-    assert_nothing_ran(result, recorder, stream)
+    result = run_refused(stream)
     assert_argument_fault(route, stream, result, "trailing_data")
 
 
@@ -497,11 +475,9 @@ def test_a_malformed_sse_message_quarantines_every_call(route: str) -> None:
     """The event carrying the first call's first fragment is not JSON: that fragment is lost,
     so the first call's buffer is not its arguments, and the stream is refused."""
     stream = good_stream(route, malformed_event=True)
-    recorder = Recorder()
-    result = run_gate(stream, recorder=recorder)
+    result = run_refused(stream)
 
     assert result.fault == "payload_error"
-    assert_nothing_ran(result, recorder, stream)
     first, second = stream.calls
     if route == GEMINI:  # the malformed chunk was the first call's: it never reached the gate
         assert [record.call_id for record in result.calls] == [second.id]
@@ -530,12 +506,10 @@ def test_argument_bytes_after_a_call_closed_are_never_appended_to_it(route: str)
     """Seed 001: a closed JSON value takes no more bytes; later argument bytes are trailing
     data, and the call never runs (neither with its first value nor with the late one)."""
     stream = good_stream(route, late_fragment=(0,))
-    recorder = Recorder()
-    result = run_gate(stream, recorder=recorder)
+    result = run_refused(stream)
 
     fault, error_class = LATE[route]
     assert result.fault == fault
-    assert_nothing_ran(result, recorder, stream)
     first, second = stream.calls
     a, b = result.calls[:2]
     assert (a.call_id, b.call_id) == (first.id, second.id)
