@@ -246,9 +246,9 @@ def test_example_runs_and_reports_the_outcome(
 
 #: The seed-001 record (``GateCall.record()``): ids, names, sizes and statuses only.
 RECORD_KEYS = {
-    "run_id", "attempt", "response_id", "item_id", "tool_name", "state", "buffer_bytes",
-    "json_status", "trailing_data", "schema_status", "policy_status", "execution_state",
-    "error_class",
+    "observed_at", "run_id", "attempt", "response_id", "item_id", "model_route",
+    "stream_event", "tool_name", "state", "buffer_bytes", "terminal_seen", "json_status",
+    "trailing_data", "schema_status", "policy_status", "execution_state", "error_class",
 }  # fmt: skip
 #: What agent_gate.py's tool calls carry as arguments (the fake provider's get_weather call,
 #: the hand-written write_file calls): none of it may be printed, in a record or a span.
