@@ -517,7 +517,8 @@ ATTRIBUTE_SPECS: dict[str, AttributeSpec] = {
     GEN_AI_USAGE_OUTPUT_TOKENS: AttributeSpec(
         "int", "{token}",
         "OTel GenAI convention: output tokens from the stream's last usage report. Absent when "
-        "the stream carried none.",
+        "the stream carried none, including an Anthropic stream cut before `message_delta` "
+        "(`message_start`'s count is a placeholder, never reported).",
     ),
     REQUEST_ID: AttributeSpec(
         "string", "",

@@ -137,7 +137,9 @@ class AnthropicMessagesRoute(Route):
         message = obj["message"]
         state.identify(message.get("model"), message.get("id"))
         usage = message.get("usage") or {}
-        state.usage(usage.get("input_tokens"), usage.get("output_tokens"))
+        # Its output_tokens is a placeholder (1): only message_delta's cumulative count is the
+        # answer's, so a stream cut before it reports no output tokens rather than one.
+        state.usage(usage.get("input_tokens"), None)
 
     @handles("message_delta")
     def _on_message_delta(self, obj: dict[str, Any], state: StreamState) -> None:

@@ -29,3 +29,15 @@ def test_empty_tool_input_is_the_input_of_content_block_start() -> None:
     _, anthropic = run_monitor([read_fixture("edge/anthropic-tool-empty-input.sse")])
     assert anthropic.outcome is Outcome.COMPLETE
     assert (anthropic.tool_call_count, anthropic.tool_call_invalid_count) == (1, 0)
+
+
+def test_output_tokens_come_only_from_the_final_usage() -> None:
+    """message_start's ``output_tokens`` is a placeholder: a stream cut before message_delta
+    reports no output tokens (not 1), a whole one reports message_delta's cumulative count."""
+    body = read_fixture("real/anthropic-text.sse")
+    cut = body[: body.index(b"event: message_delta")]
+    _, truncated = run_monitor([cut], route="anthropic.messages")
+    assert truncated.outcome is Outcome.TRUNCATED
+    assert (truncated.input_tokens, truncated.output_tokens) == (19, None)
+    _, whole = run_monitor([body], route="anthropic.messages")
+    assert (whole.input_tokens, whole.output_tokens) == (19, 9)
