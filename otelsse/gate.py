@@ -468,6 +468,10 @@ class _Attempt:
         an executor leaves every call not yet decided quarantined as ``cancelled``."""
         telemetry = self._gate._telemetry
         span = telemetry.start_attempt(self, self._earlier_spans)
+        context = span.get_span_context()
+        if context.is_valid:  # later attempts of the run link to it, across restarts too
+            ledger = self._gate.ledger
+            ledger.set_attempt_span(self.run_id, self.attempt, (context.trace_id, context.span_id))
         try:
             with telemetry.current(span):
                 yield

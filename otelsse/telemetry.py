@@ -376,12 +376,6 @@ class GateTelemetry:
             links=links,
             attributes={s.GATE_RUN_ID: attempt.run_id, s.GATE_ATTEMPT: attempt.attempt},
         )
-        context = span.get_span_context()
-        if context.is_valid:
-            attempt_ledger = attempt._gate.ledger
-            attempt_ledger.set_attempt_span(
-                attempt.run_id, attempt.attempt, (context.trace_id, context.span_id)
-            )
         return span
 
     @staticmethod

@@ -88,7 +88,8 @@ class ToolCall:
         self.verdict = _UNCHECKED
         #: Why the arguments are not valid: ``INVALID_JSON`` or ``TRAILING_DATA``; else None.
         self.problem: str | None = None
-        # UTF-8 bytes of the closed call's argument text; None when it came as an object.
+        # UTF-8 bytes of the closed call's argument text (counted when text is collected, for
+        # the reader and the gate); None when it came as an object.
         self.byte_count: int | None = None
 
     @property
@@ -290,7 +291,8 @@ class StreamState:
             whole = None
         text = "".join(call.fragments) if call.fragments else (whole or "")
         call.fragments = []
-        call.byte_count = _utf8_len(text)
+        if self.collect_text:  # only the reader and the tool gate report it
+            call.byte_count = _utf8_len(text)
         if call.kind == CUSTOM:
             call.arguments, call.verdict = text, _VALID
             return
