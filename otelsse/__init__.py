@@ -83,12 +83,16 @@ __all__ = [
 def instrument(**options: _Any) -> None:
     """Observe SSE responses read through httpx, httpx2 and requests from now on.
 
-    Idempotent. Options: see ``SSEInstrumentor``; ``opentelemetry-instrument`` does the same
-    with none.
+    Idempotent and silent: a second call changes nothing (``uninstrument()`` first to change
+    options). Options: see ``SSEInstrumentor``; ``opentelemetry-instrument`` does the same with
+    none.
     """
     from .instrumentation import SSEInstrumentor
 
-    SSEInstrumentor().instrument(**options)
+    instrumentor = SSEInstrumentor()
+    # BaseInstrumentor would log a warning on the second call; "idempotent" means no noise.
+    if not instrumentor.is_instrumented_by_opentelemetry:
+        instrumentor.instrument(**options)
 
 
 def uninstrument() -> None:

@@ -16,11 +16,19 @@ from typing import Literal
 
 from ._core.events import SSEEvent
 from ._core.framing import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, SSEParser
+from ._core.http import StreamViolation
 from ._core.state import SERVER, StreamState
 from ._exceptions import ParserClosedError
 from .routes import Route, make_adapter
 
-__all__ = ["Limits", "Outcome", "StreamError", "StreamMonitor", "StreamReport"]
+__all__ = [
+    "VIOLATION_OUTCOMES",
+    "Limits",
+    "Outcome",
+    "StreamError",
+    "StreamMonitor",
+    "StreamReport",
+]
 
 #: How a stream ended when it did not end at a clean EOF: the connection was lost, the client's
 #: read deadline fired, or the application stopped reading. Each client module maps its own
@@ -47,9 +55,20 @@ class Outcome(str, enum.Enum):
     BUFFER_LIMIT = "buffer_limit"
     EOF_UNVERIFIED = "eof_unverified"
     INTERNAL_ERROR = "internal_error"
+    RATE_LIMITED = "rate_limited"
+    HTTP_ERROR = "http_error"
 
     def __str__(self) -> str:
         return self.value
+
+
+#: How a response that failed the route's HTTP contract at its headers ends (``_core.http``).
+VIOLATION_OUTCOMES: Mapping[StreamViolation, Outcome] = {
+    "rate_limited": Outcome.RATE_LIMITED,
+    "http_status": Outcome.HTTP_ERROR,
+    "no_content": Outcome.PROTOCOL_ERROR,
+    "media_type": Outcome.PROTOCOL_ERROR,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +132,18 @@ class StreamReport:
     error: StreamError | None = None
     time_to_first_byte: float | None = None
     time_to_first_event: float | None = None
+    #: To the read that brought the first piece of model output (text, reasoning, refusal, a
+    #: client tool call or its arguments): the time to first token a user waits for.
+    time_to_first_output: float | None = None
+    #: Mean time between pieces of output after the first; None with fewer than two.
+    time_per_output_chunk: float | None = None
+    #: Pieces of model output (``time_to_first_output`` says what counts).
+    output_delta_count: int = 0
     max_inter_event_gap: float | None = None
     duration: float | None = None
     provider_name: str | None = None
+    #: ``gen_ai.operation.name`` of the route's calls.
+    operation_name: str | None = None
     response_model: str | None = None
     response_id: str | None = None
     input_tokens: int | None = None
@@ -147,7 +175,10 @@ class StreamMonitor:
         "_closed",
         "_first_byte_at",
         "_first_event_at",
+        "_first_output_at",
+        "_headers_refused",
         "_last_event_at",
+        "_last_output_at",
         "_max_events",
         "_max_gap",
         "_on_event",
@@ -188,7 +219,10 @@ class StreamMonitor:
         self._first_byte_at: float | None = None
         self._first_event_at: float | None = None
         self._last_event_at: float | None = None
+        self._first_output_at: float | None = None
+        self._last_output_at: float | None = None
         self._max_gap: float | None = None
+        self._headers_refused: Outcome | None = None
         self._closed = False
         self.chunk_count = 0
         self.bytes_received = 0
@@ -235,57 +269,73 @@ class StreamMonitor:
             return events
         self.chunk_count += 1
         self.bytes_received += len(chunk)
-        if now is not None:
-            self._clock(now, events)
-        if events:
-            max_events = self._max_events
-            usable = len(events)
-            breached = max_events is not None and self.event_count + usable > max_events
-            if breached and max_events is not None:
-                # Parsing stops right after the first event past the ceiling (so that where it
-                # stops does not depend on the chunking), and that event is not judged.
-                usable = max_events - self.event_count
-                events = events[:usable]
-            self.event_count += usable
-            on_event, state, adapter = self._on_event, self._state, self._adapter
-            # Only the enforcing reader stops at the route's end: observe mode pays nothing.
-            stop_at_end = self._stop_at_end and not adapter.resolved().ended
-            for handled, event in enumerate(events, 1):
-                state.event = event
-                try:
-                    on_event(event, state)
-                except _SHAPE_ERRORS:
-                    state.payload_invalid()
-                if state.limit_stage is not None:
-                    # A route's ceiling stops parsing at this event, as if the read ended here:
-                    # the events after it are not judged, however the bytes were chunked.
-                    self._parser.stop(state.limit_stage, events_used=handled)
-                    self.event_count -= usable - handled
-                    return events[:handled]
-                if stop_at_end and adapter.resolved().ended:
-                    self._parser.end_after(handled)
-                    self.event_count -= usable - handled
-                    return events[:handled]
-            if breached:
-                self._parser.stop("events", events_used=usable + 1)
-        return events
-
-    def _clock(self, now: float, events: list[SSEEvent]) -> None:
-        if self._first_byte_at is None:
+        if now is not None and self._first_byte_at is None:
             self._first_byte_at = now
             if self._started_at is None:
                 self._started_at = now
-        if events:
-            last = self._last_event_at
-            if last is None:
-                self._first_event_at = now
-            elif self._max_gap is None or now - last > self._max_gap:
-                self._max_gap = now - last
-            self._last_event_at = now
+        if not events:
+            return events
+        outputs = self._state.output_deltas
+        events = self._dispatch(events)
+        if now is not None and events:
+            self._clock(now, self._state.output_deltas > outputs)
+        return events
 
-    def flag_protocol_error(self, reason: str) -> None:
-        """Record that the response broke the route's HTTP contract (status, media type)."""
-        self._state.protocol_violation(reason)
+    def _dispatch(self, events: list[SSEEvent]) -> list[SSEEvent]:
+        """Judge ``events`` in order; return those judged (parsing may stop at one of them)."""
+        max_events = self._max_events
+        usable = len(events)
+        breached = max_events is not None and self.event_count + usable > max_events
+        if breached and max_events is not None:
+            # Parsing stops right after the first event past the ceiling (so that where it
+            # stops does not depend on the chunking), and that event is not judged.
+            usable = max_events - self.event_count
+            events = events[:usable]
+        self.event_count += usable
+        on_event, state, adapter = self._on_event, self._state, self._adapter
+        # Only the enforcing reader stops at the route's end: observe mode pays nothing.
+        stop_at_end = self._stop_at_end and not adapter.resolved().ended
+        for handled, event in enumerate(events, 1):
+            state.event = event
+            try:
+                on_event(event, state)
+            except _SHAPE_ERRORS:
+                state.payload_invalid()
+            if state.limit_stage is not None:
+                # A route's ceiling stops parsing at this event, as if the read ended here:
+                # the events after it are not judged, however the bytes were chunked.
+                self._parser.stop(state.limit_stage, events_used=handled)
+                self.event_count -= usable - handled
+                return events[:handled]
+            if stop_at_end and adapter.resolved().ended:
+                self._parser.end_after(handled)
+                self.event_count -= usable - handled
+                return events[:handled]
+        if breached:
+            self._parser.stop("events", events_used=usable + 1)
+        return events
+
+    def _clock(self, now: float, output: bool) -> None:
+        """A read completed events at ``now`` (and brought model output, if ``output``)."""
+        last = self._last_event_at
+        if last is None:
+            self._first_event_at = now
+        elif self._max_gap is None or now - last > self._max_gap:
+            self._max_gap = now - last
+        self._last_event_at = now
+        if output:
+            if self._first_output_at is None:
+                self._first_output_at = now
+            self._last_output_at = now
+
+    def refuse(self, violation: StreamViolation) -> None:
+        """The response failed the route's HTTP contract at its headers (``stream_violation``):
+        its outcome is decided here, whatever else the monitor is told."""
+        outcome = VIOLATION_OUTCOMES[violation]
+        if outcome is Outcome.PROTOCOL_ERROR:
+            self._state.protocol_violation(violation)
+        else:
+            self._headers_refused = outcome
 
     def close(self, now: float | None = None, *, error: StreamError | None = None) -> StreamReport:
         """Declare the end of the stream and return its report.
@@ -316,6 +366,11 @@ class StreamMonitor:
         outcome = self._classify(error, adapter, unusable)
         start = self._started_at
         first_event = self._first_event_at
+        outputs = state.output_deltas
+        first_output, last_output = self._first_output_at, self._last_output_at
+        per_output: float | None = None
+        if outputs > 1 and first_output is not None and last_output is not None:
+            per_output = (last_output - first_output) / (outputs - 1)
         return StreamReport(
             route=adapter.name,
             outcome=outcome,
@@ -343,11 +398,15 @@ class StreamMonitor:
             error=error,
             time_to_first_byte=_since(start, self._first_byte_at),
             time_to_first_event=_since(start, first_event),
+            time_to_first_output=_since(start, first_output),
+            time_per_output_chunk=per_output,
+            output_delta_count=outputs,
             max_inter_event_gap=self._max_gap
             if self._max_gap is not None
             else (0.0 if first_event is not None else None),
             duration=_since(start, now),
             provider_name=adapter.provider,
+            operation_name=adapter.operation,
             response_model=state.response_model,
             response_id=state.response_id,
             input_tokens=state.input_tokens,
@@ -358,6 +417,8 @@ class StreamMonitor:
     def _classify(self, error: StreamError | None, adapter: Route, unusable_tools: int) -> Outcome:
         """The one outcome, first match wins (reference/provider-contracts.md §7, DESIGN §3)."""
         state, parser = self._state, self._parser
+        if self._headers_refused is not None:
+            return self._headers_refused
         if state.limit_stage is not None:
             return Outcome.BUFFER_LIMIT
         if state.protocol_error:

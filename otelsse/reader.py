@@ -28,12 +28,12 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, It
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._core.http import media_type, stream_violation
+from ._core.http import media_type, retry_after, stream_violation
 from ._core.state import CUSTOM, FUNCTION, SERVER
 from ._exceptions import OtelSSEError
 from ._tools import ToolRegistry, ToolSchemas
 from .instrumentation._client import Client, client_of, is_transport_failure, stream_error
-from .monitor import Limits, Outcome, StreamError, StreamMonitor, StreamReport
+from .monitor import VIOLATION_OUTCOMES, Limits, Outcome, StreamError, StreamMonitor, StreamReport
 from .routes import AUTO, Route, detect_route, make_adapter
 
 __all__ = [
@@ -64,11 +64,21 @@ class StreamFault(OtelSSEError):
         code: stable machine-readable reason: an outcome name, ``unaccepted_stop`` or
             ``tool_schema_error``.
         report: the stream's report, when the body was read (None for a refused status).
+        retry_after: for ``rate_limited`` and ``http_error``, the seconds the server asked the
+            caller to wait (``Retry-After``), when it said.
     """
 
-    def __init__(self, code: str, report: StreamReport | None = None, *, detail: str = ""):
+    def __init__(
+        self,
+        code: str,
+        report: StreamReport | None = None,
+        *,
+        detail: str = "",
+        retry_after: float | None = None,
+    ):
         self.code = code
         self.report = report
+        self.retry_after = retry_after
         message = f"stream refused: {code}"
         if report is not None:
             message += f" (route={report.route}, stop_reason={report.stop_reason})"
@@ -184,11 +194,15 @@ class _Enforcer:
         status = client.status(response)
         content_type = client.headers(response).get("content-type")
         violation = stream_violation(status, content_type)
-        if violation == "status":
-            raise StreamFault(Outcome.PROTOCOL_ERROR.value, detail=f"HTTP status {status}")
         if violation == "media_type":
             media = media_type(content_type)
             raise StreamFault(Outcome.PROTOCOL_ERROR.value, detail=f"media type {media!r}")
+        if violation is not None:
+            raise StreamFault(
+                VIOLATION_OUTCOMES[violation].value,
+                detail=f"HTTP status {status}",
+                retry_after=retry_after(client.headers(response)),
+            )
         request = client.request_line(response)
         if route is None and request is not None:
             route = detect_route(*request, content_type)

@@ -12,9 +12,13 @@ __all__ = [
     "ATTRIBUTE_SPECS",
     "DURATION_BUCKETS",
     "ERROR_OUTCOMES",
+    "GENAI_METRICS",
     "METRICS",
+    "NEIGHBOURS",
+    "SLO_BAD_OUTCOMES",
     "AttributeSpec",
     "MetricSpec",
+    "Neighbour",
     "max_series",
     "prometheus_label",
     "prometheus_series",
@@ -48,6 +52,16 @@ ANOMALY_COUNT = "otelsse.anomaly_count"
 PROVIDER_ERROR_CODE = "otelsse.provider_error_code"
 TIME_TO_FIRST_BYTE = "otelsse.time_to_first_byte"
 TIME_TO_FIRST_EVENT = "otelsse.time_to_first_event"
+TIME_TO_FIRST_OUTPUT = "otelsse.time_to_first_output"
+TIME_PER_OUTPUT_CHUNK = "otelsse.time_per_output_chunk"
+OUTPUT_DELTA_COUNT = "otelsse.output_delta_count"
+#: Seconds the server asked the caller to wait (``Retry-After``) on a refused request.
+RETRY_AFTER = "otelsse.retry_after"
+#: The flight recorder's id of the stream's redacted skeleton (``otelsse inspect`` replays it).
+RECORDING_ID = "otelsse.recording.id"
+#: The instrumentation scope of another instrumentation's GenAI span that this call ran under
+#: (see ``NEIGHBOURS``); otelsse then leaves to it what it owns.
+GENAI_NEIGHBOUR = "otelsse.genai_neighbour"
 MAX_INTER_EVENT_GAP = "otelsse.max_inter_event_gap"
 DURATION = "otelsse.duration"
 TOOL_CALL_VALID = "otelsse.tool_call.valid"
@@ -64,6 +78,10 @@ SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"
 ERROR_TYPE = "error.type"
 GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
 GEN_AI_REQUEST_STREAM = "gen_ai.request.stream"
 GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
 GEN_AI_RESPONSE_ID = "gen_ai.response.id"
@@ -77,10 +95,13 @@ ATTRIBUTES: tuple[str, ...] = (
     DECODED_CHAR_COUNT, EVENT_COUNT, COMMENT_COUNT, UNKNOWN_EVENT_COUNT, PENDING_LINE_CHARS,
     PENDING_EVENT_CHARS, OPEN_ACCUMULATOR_COUNT, TOOL_CALL_COUNT, TOOL_CALL_INVALID_COUNT,
     SERVER_TOOL_CALL_COUNT, REFUSAL, BUFFER_LIMIT_STAGE, DECODE_ERROR_COUNT, ANOMALY_COUNT,
-    PROVIDER_ERROR_CODE, TIME_TO_FIRST_BYTE, TIME_TO_FIRST_EVENT, MAX_INTER_EVENT_GAP, DURATION,
-    HTTP_RESPONSE_STATUS_CODE, SERVER_ADDRESS, SERVER_PORT, ERROR_TYPE, GEN_AI_PROVIDER_NAME,
-    GEN_AI_REQUEST_STREAM, GEN_AI_RESPONSE_MODEL, GEN_AI_RESPONSE_ID,
-    GEN_AI_RESPONSE_FINISH_REASONS, GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_OUTPUT_TOKENS,
+    PROVIDER_ERROR_CODE, TIME_TO_FIRST_BYTE, TIME_TO_FIRST_EVENT, TIME_TO_FIRST_OUTPUT,
+    TIME_PER_OUTPUT_CHUNK, OUTPUT_DELTA_COUNT, MAX_INTER_EVENT_GAP, DURATION, RETRY_AFTER,
+    GENAI_NEIGHBOUR, RECORDING_ID, HTTP_RESPONSE_STATUS_CODE, SERVER_ADDRESS, SERVER_PORT,
+    ERROR_TYPE,
+    GEN_AI_PROVIDER_NAME, GEN_AI_OPERATION_NAME, GEN_AI_REQUEST_MODEL, GEN_AI_REQUEST_STREAM,
+    GEN_AI_RESPONSE_MODEL, GEN_AI_RESPONSE_ID, GEN_AI_RESPONSE_FINISH_REASONS,
+    GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_OUTPUT_TOKENS,
     REQUEST_ID,
 )  # fmt: skip
 
@@ -105,8 +126,31 @@ ERROR_OUTCOMES = frozenset(
         "decode_error",
         "payload_error",
         "buffer_limit",
+        "rate_limited",
+        "http_error",
     }
 )
+
+#: Outcomes that count against a provider's stream-success SLO: the server or the network
+#: broke the stream. Of the other error outcomes, ``rate_limited`` is the caller's quota and
+#: ``timeout`` the client's own read deadline (otelsse cannot tell a stalled server from an
+#: impatient client; ``otelsse.stream.max_inter_event_gap`` can): each has an alert of its own.
+#: ``http_error`` counts unless its status is a 4xx (``SLO_EXCLUDED_STATUS``): a 401 or a 400
+#: is the caller's request, a 5xx the provider's.
+SLO_BAD_OUTCOMES = frozenset(
+    {
+        "truncated",
+        "provider_error",
+        "protocol_error",
+        "decode_error",
+        "payload_error",
+        "buffer_limit",
+        "http_error",
+    }
+)
+#: ``http.response.status_code`` values (a PromQL regex) whose ``http_error`` streams do not
+#: count against the SLO.
+SLO_EXCLUDED_STATUS = "4.."
 
 # -- metrics -------------------------------------------------------------------------------------
 
@@ -121,14 +165,22 @@ BYTE_BUCKETS: tuple[float, ...] = (
 )  # fmt: skip
 
 
-#: Attributes every stream metric point carries (low cardinality: see the caps below).
-#: ``otelsse.stop_reason`` is absent when the stream ended without one (e.g. truncated).
+# The cardinality budget. Counters carry the whole series key (route, provider, server,
+# request model), the outcome, the stop reason and the HTTP status: they answer "who fails, how".
+# A histogram costs its buckets + 2 series per attribute set, so ours carry only what their
+# panels and alerts group by: route (provider follows from it) and outcome. Latency per model
+# and host is what the GenAI client metrics are for (they carry both, under the same caps).
+
+#: The series key of a route, server and request model: what ``otelsse.streams``,
+#: ``otelsse.tool_calls`` and ``otelsse.stream.refusals`` share.
+SERIES_ATTRIBUTES = (ROUTE, SERVER_ADDRESS, GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL)
+#: ``otelsse.streams``: the key, how the stream ended and the response's status (absent when no
+#: response arrived). ``otelsse.stop_reason`` is absent when no stop arrived (e.g. truncated).
 METRIC_ATTRIBUTES: tuple[str, ...] = (
-    ROUTE, OUTCOME, STOP_REASON, SERVER_ADDRESS, GEN_AI_PROVIDER_NAME, GEN_AI_RESPONSE_MODEL,
+    *SERIES_ATTRIBUTES, OUTCOME, STOP_REASON, HTTP_RESPONSE_STATUS_CODE,
 )  # fmt: skip
-#: The series key of a route and server: what ``otelsse.tool_calls`` and
-#: ``otelsse.stream.refusals`` share with the streams.
-SERIES_ATTRIBUTES = (ROUTE, SERVER_ADDRESS, GEN_AI_PROVIDER_NAME, GEN_AI_RESPONSE_MODEL)
+#: The otelsse histograms.
+HISTOGRAM_ATTRIBUTES: tuple[str, ...] = (ROUTE, GEN_AI_PROVIDER_NAME, OUTCOME)
 #: The closed set of ``otelsse.tool_call.kind`` values: calls the application runs from the
 #: streamed arguments, and calls the provider ran itself (web search, code execution, MCP),
 #: which have no arguments to validate.
@@ -144,12 +196,13 @@ class MetricSpec(NamedTuple):
     description: str
     buckets: tuple[float, ...] | None = None
     #: The attribute keys its points may carry (any of them may be absent on a given point).
-    attributes: tuple[str, ...] = METRIC_ATTRIBUTES
+    attributes: tuple[str, ...] = HISTOGRAM_ATTRIBUTES
 
 
 STREAMS = MetricSpec(
-    "otelsse.streams", "counter", "{stream}", "Streamed responses that ended, by outcome."
-)
+    "otelsse.streams", "counter", "{stream}", "Streamed responses that ended, by outcome.",
+    attributes=METRIC_ATTRIBUTES,
+)  # fmt: skip
 STREAMS_ACTIVE = MetricSpec(
     "otelsse.streams.active", "up_down_counter", "{stream}", "Streamed responses being read now.",
     attributes=(ROUTE, SERVER_ADDRESS),
@@ -160,7 +213,13 @@ STREAM_DURATION = MetricSpec(
 )  # fmt: skip
 STREAM_TIME_TO_FIRST_EVENT = MetricSpec(
     "otelsse.stream.time_to_first_event", "histogram", "s",
-    "From request send to the first complete SSE event.", DURATION_BUCKETS,
+    "From request send to the first complete SSE event of any kind (a role chunk, "
+    "message_start).", DURATION_BUCKETS,
+)  # fmt: skip
+STREAM_TIME_TO_FIRST_OUTPUT = MetricSpec(
+    "otelsse.stream.time_to_first_output", "histogram", "s",
+    "From request send to the first piece of model output: text, reasoning, refusal or a tool "
+    "call (the time to first token).", DURATION_BUCKETS,
 )  # fmt: skip
 STREAM_MAX_INTER_EVENT_GAP = MetricSpec(
     "otelsse.stream.max_inter_event_gap", "histogram", "s",
@@ -189,6 +248,7 @@ TOOL_CALLS = MetricSpec(
 #: at 0 when the instruments are, so ``increase()`` sees the very first failure.
 INSTRUMENTATION_STAGES: tuple[str, ...] = (
     "send", "content_encoding", "feed", "finish", "end_span", "stream_finished", "record_metrics",
+    "record",
 )  # fmt: skip
 INSTRUMENTATION_ERRORS = MetricSpec(
     "otelsse.instrumentation.errors", "counter", "{error}",
@@ -198,9 +258,143 @@ INSTRUMENTATION_ERRORS = MetricSpec(
 
 METRICS: tuple[MetricSpec, ...] = (
     STREAMS, STREAMS_ACTIVE, STREAM_DURATION, STREAM_TIME_TO_FIRST_EVENT,
-    STREAM_MAX_INTER_EVENT_GAP, STREAM_EVENTS, STREAM_BYTES, STREAM_REFUSALS, TOOL_CALLS,
-    INSTRUMENTATION_ERRORS,
+    STREAM_TIME_TO_FIRST_OUTPUT, STREAM_MAX_INTER_EVENT_GAP, STREAM_EVENTS, STREAM_BYTES,
+    STREAM_REFUSALS, TOOL_CALLS, INSTRUMENTATION_ERRORS,
 )  # fmt: skip
+
+# -- the GenAI client metrics (OpenTelemetry GenAI semantic conventions) -------------------------
+# Emitted for calls on a route with a provider, unless another instrumentation's GenAI span
+# owns them for the same call (``NEIGHBOURS``). Two name sets, chosen the conventions' way by
+# ``OTEL_SEMCONV_STABILITY_OPT_IN``: the default is the set of semantic-conventions v1.37-v1.41
+# (docs/gen-ai/gen-ai-metrics.md, the names the Python semconv package and openai-v2 use);
+# ``gen_ai_latest_experimental`` selects the one of open-telemetry/semantic-conventions-genai
+# (docs/gen-ai/non-normative/migration.md). Attributes: ``gen_ai.operation.name``,
+# ``gen_ai.provider.name``, ``gen_ai.request.model`` and ``server.address`` (capped like the
+# counters' key); ``error.type`` on the duration; ``gen_ai.token.type`` on the legacy usage.
+# ``gen_ai.response.model`` and ``server.port`` (recommended) stay on the span: per metric
+# they would multiply the budget for a value the request model nearly always determines.
+
+#: The environment variable and the value that select the latest experimental GenAI names.
+SEMCONV_OPT_IN_ENV = "OTEL_SEMCONV_STABILITY_OPT_IN"
+GENAI_LATEST = "gen_ai_latest_experimental"
+#: The conventions' bucket advice: durations, and token counts (powers of 4).
+GENAI_DURATION_BUCKETS: tuple[float, ...] = (
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+)  # fmt: skip
+GENAI_TOKEN_BUCKETS: tuple[float, ...] = tuple(float(4**n) for n in range(14))
+
+GENAI_ATTRIBUTES: tuple[str, ...] = (
+    GEN_AI_OPERATION_NAME, GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL, SERVER_ADDRESS,
+)  # fmt: skip
+#: What a GenAI metric measures, whatever its name in either set.
+DURATION_METRIC = "duration"
+TIME_TO_FIRST_CHUNK_METRIC = "time_to_first_chunk"
+TIME_PER_OUTPUT_CHUNK_METRIC = "time_per_output_chunk"
+TOKEN_USAGE_METRIC = "token_usage"
+GENAI_MEASURES: tuple[str, ...] = (
+    DURATION_METRIC, TIME_TO_FIRST_CHUNK_METRIC, TIME_PER_OUTPUT_CHUNK_METRIC, TOKEN_USAGE_METRIC,
+)  # fmt: skip
+
+_TIME_TO_FIRST_CHUNK = "Time from the request to the first output chunk of a streamed call."
+_TIME_PER_OUTPUT_CHUNK = (
+    "Time per output chunk after the first; otelsse records one value per stream, the mean."
+)
+#: The set of semantic-conventions <= v1.41: measure -> its instruments.
+GENAI_METRICS_LEGACY: dict[str, tuple[MetricSpec, ...]] = {
+    DURATION_METRIC: (MetricSpec(
+        "gen_ai.client.operation.duration", "histogram", "s", "GenAI operation duration.",
+        GENAI_DURATION_BUCKETS, (*GENAI_ATTRIBUTES, ERROR_TYPE),
+    ),),
+    TIME_TO_FIRST_CHUNK_METRIC: (MetricSpec(
+        "gen_ai.client.operation.time_to_first_chunk", "histogram", "s", _TIME_TO_FIRST_CHUNK,
+        GENAI_DURATION_BUCKETS, GENAI_ATTRIBUTES,
+    ),),
+    TIME_PER_OUTPUT_CHUNK_METRIC: (MetricSpec(
+        "gen_ai.client.operation.time_per_output_chunk", "histogram", "s",
+        _TIME_PER_OUTPUT_CHUNK, GENAI_DURATION_BUCKETS, GENAI_ATTRIBUTES,
+    ),),
+    TOKEN_USAGE_METRIC: (MetricSpec(
+        "gen_ai.client.token.usage", "histogram", "{token}",
+        "Number of input and output tokens used.", GENAI_TOKEN_BUCKETS,
+        (*GENAI_ATTRIBUTES, GEN_AI_TOKEN_TYPE),
+    ),),
+}  # fmt: skip
+#: The set of open-telemetry/semantic-conventions-genai (``gen_ai_latest_experimental``).
+GENAI_METRICS_LATEST: dict[str, tuple[MetricSpec, ...]] = {
+    DURATION_METRIC: (MetricSpec(
+        "gen_ai.client.inference.duration", "histogram", "s",
+        "Duration of a GenAI inference call, until the response is fully received.",
+        GENAI_DURATION_BUCKETS, (*GENAI_ATTRIBUTES, ERROR_TYPE),
+    ),),
+    TIME_TO_FIRST_CHUNK_METRIC: (MetricSpec(
+        "gen_ai.client.inference.time_to_first_chunk", "histogram", "s", _TIME_TO_FIRST_CHUNK,
+        GENAI_DURATION_BUCKETS, GENAI_ATTRIBUTES,
+    ),),
+    TIME_PER_OUTPUT_CHUNK_METRIC: (MetricSpec(
+        "gen_ai.client.inference.time_per_output_chunk", "histogram", "s",
+        _TIME_PER_OUTPUT_CHUNK, GENAI_DURATION_BUCKETS, GENAI_ATTRIBUTES,
+    ),),
+    TOKEN_USAGE_METRIC: (
+        MetricSpec(
+            "gen_ai.client.inference.usage.input_tokens", "counter", "{token}",
+            "Input tokens used.", attributes=GENAI_ATTRIBUTES,
+        ),
+        MetricSpec(
+            "gen_ai.client.inference.usage.output_tokens", "counter", "{token}",
+            "Output tokens used.", attributes=GENAI_ATTRIBUTES,
+        ),
+    ),
+}  # fmt: skip
+
+
+def genai_metrics(opt_in: str | None) -> dict[str, tuple[MetricSpec, ...]]:
+    """The GenAI metric set an ``OTEL_SEMCONV_STABILITY_OPT_IN`` value selects."""
+    values = {value.strip() for value in (opt_in or "").split(",")}
+    return GENAI_METRICS_LATEST if GENAI_LATEST in values else GENAI_METRICS_LEGACY
+
+
+#: Both sets, for the documentation and the tests.
+GENAI_METRICS: tuple[MetricSpec, ...] = tuple(
+    spec
+    for table in (GENAI_METRICS_LEGACY, GENAI_METRICS_LATEST)
+    for specs in table.values()
+    for spec in specs
+)
+
+
+# -- other GenAI instrumentations (living beside them) -------------------------------------------
+#: What otelsse leaves on a call that runs under another instrumentation's GenAI span.
+USAGE = "usage"  # the gen_ai.usage.* span attributes
+
+
+class Neighbour(NamedTuple):
+    """Another instrumentation that makes a GenAI span around the HTTP call otelsse watches."""
+
+    #: Its instrumentation scope name, as its spans carry it.
+    scope: str
+    #: Who it is, for the documentation.
+    title: str
+    #: What it owns for the call: ``USAGE`` and the ``GENAI_MEASURES`` it records itself.
+    owns: frozenset[str]
+
+
+#: Neighbours by scope name. A GenAI span from a scope not listed here is assumed to own all of
+#: them: otelsse would rather miss a metric than count one twice.
+NEIGHBOURS: dict[str, Neighbour] = {
+    n.scope: n
+    for n in (
+        Neighbour(
+            "opentelemetry.instrumentation.openai_v2", "opentelemetry-instrumentation-openai-v2",
+            frozenset({USAGE, DURATION_METRIC, TOKEN_USAGE_METRIC}),
+        ),
+        Neighbour(
+            "anthropic", "the anthropic SDK's built-in tracing",
+            frozenset({USAGE, GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK}),
+        ),
+    )
+}  # fmt: skip
+#: What an unlisted GenAI neighbour is assumed to own.
+UNKNOWN_NEIGHBOUR_OWNS = frozenset({USAGE, GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, *GENAI_MEASURES})
 
 # -- the tool gate (otelsse.ToolGate) ----------------------------------------------------------
 # Its own spans and counter, apart from the streams': a gate reads streams through the enforcing
@@ -256,20 +450,24 @@ GATE_METRICS: tuple[MetricSpec, ...] = (GATE_CALLS,)
 SDK_CARDINALITY_LIMIT = 2000
 #: The value a capped metric attribute takes once its limit is reached.
 OVERFLOW_VALUE = "_OTHER"
-#: Distinct ``gen_ai.response.model`` values in metrics before ``OVERFLOW_VALUE``
+#: Distinct ``gen_ai.request.model`` values in metrics before ``OVERFLOW_VALUE``
 #: (``instrument(max_model_names=...)``).
 DEFAULT_MAX_MODEL_NAMES = 50
 #: Distinct ``server.address`` values in metrics before ``OVERFLOW_VALUE``.
 DEFAULT_MAX_SERVER_ADDRESSES = 20
 #: Distinct ``otelsse.stop_reason`` values in metrics before ``OVERFLOW_VALUE``.
 DEFAULT_MAX_STOP_REASONS = 30
+#: Distinct ``http.response.status_code`` values on ``http_error`` streams; a later one is
+#: left off (the attribute is an int: no ``OVERFLOW_VALUE``), the outcome still counted.
+MAX_STATUS_CODES = 20
 #: Distinct series keys (``SERIES_ATTRIBUTES``; route and server on ``otelsse.streams.active``)
 #: with series of their own, outcomes pre-created at 0. A later key shares its route's overflow
-#: key: ``server.address`` and ``gen_ai.response.model`` become ``OVERFLOW_VALUE``. This, not the
-#: per-attribute caps (which users may raise), is what bounds the products.
+#: key: ``server.address`` and ``gen_ai.request.model`` become ``OVERFLOW_VALUE``. This, not the
+#: per-attribute caps (which users may raise), is what bounds the products. The GenAI metrics
+#: use the same admitted keys.
 MAX_SERIES_KEYS = 50
-#: Distinct (series key, outcome, stop reason) sets on ``otelsse.streams`` and the histograms.
-#: A later one is counted under its route's overflow key with stop reason ``OVERFLOW_VALUE``.
+#: Distinct (series key, outcome, stop reason or HTTP status) sets on ``otelsse.streams``. A
+#: later one is counted under its route's overflow key, its stop reason ``OVERFLOW_VALUE``.
 MAX_STOP_REASON_SERIES = 200
 #: Provider-sent metric attribute values (model, stop reason) are cut to this many characters.
 MAX_METRIC_VALUE_CHARS = 64
@@ -300,9 +498,26 @@ def max_series(spec: MetricSpec, *, routes: int, outcomes: int) -> int:
         return keys
     if spec == TOOL_CALLS:
         return keys * 3  # client valid, client invalid, server (no validity)
-    # otelsse.streams and the histograms: every key and outcome without a stop reason, the
-    # admitted stop-reason sets, and the refused ones under each route's overflow key.
-    return outcomes * (keys + routes) + MAX_STOP_REASON_SERIES
+    if spec == STREAMS:
+        # Every key with every outcome and neither a stop reason nor a status (rate_limited:
+        # its 429), the admitted sets, and the refused ones under each route's overflow key:
+        # an outcome with stop reason _OTHER, or http_error with one of the capped statuses.
+        return outcomes * keys + MAX_STOP_REASON_SERIES + routes * (outcomes + MAX_STATUS_CODES + 1)
+    if spec.name in GENAI_NAMES:
+        per_key = {
+            *GENAI_METRICS_LEGACY[DURATION_METRIC], *GENAI_METRICS_LATEST[DURATION_METRIC],
+        }  # fmt: skip
+        if spec in per_key:  # error.type: absent, or one of the error outcomes
+            return keys * (len(ERROR_OUTCOMES) + 1)
+        if spec.name == GENAI_METRICS_LEGACY[TOKEN_USAGE_METRIC][0].name:
+            return keys * 2  # input, output
+        return keys
+    # The histograms: their attributes are closed sets.
+    return routes * outcomes
+
+
+#: Every GenAI metric name either set may emit.
+GENAI_NAMES = frozenset(spec.name for spec in GENAI_METRICS)
 
 
 # -- documentation (read by docs/generate_reference.py; no code path depends on it) -------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Hashable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .ledger import SpanIds
 
 __all__ = [
-    "OTHER", "AttributeValue", "GateTelemetry", "MetricAttributes", "Telemetry",
+    "OTHER", "AttributeValue", "CallFacts", "GateTelemetry", "MetricAttributes", "Telemetry",
     "span_attributes",
 ]  # fmt: skip
 
@@ -41,9 +41,12 @@ _LOG = logging.getLogger("otelsse")
 OTHER = semconv.OVERFLOW_VALUE
 
 
-def span_attributes(report: StreamReport) -> dict[str, AttributeValue]:
+def span_attributes(
+    report: StreamReport, owned: frozenset[str] = frozenset()
+) -> dict[str, AttributeValue]:
     """The sanitized span attributes of a report (DESIGN §4): counts, sizes, timings, ids, the
-    stop reason and the outcome; never content."""
+    stop reason and the outcome; never content. ``owned``: what a GenAI neighbour records for
+    the same call (``semconv.NEIGHBOURS``), left to it."""
     s = semconv
     attributes: dict[str, AttributeValue] = {
         s.ROUTE: report.route,
@@ -64,6 +67,7 @@ def span_attributes(report: StreamReport) -> dict[str, AttributeValue]:
         s.REFUSAL: report.refusal,
         s.DECODE_ERROR_COUNT: report.decode_error_count,
         s.ANOMALY_COUNT: sum(report.anomalies.values()),
+        s.OUTPUT_DELTA_COUNT: report.output_delta_count,
     }
     # Provider-sent strings are cut: a server can send a megabyte where a name belongs.
     optional: dict[str, str | int | float | None] = {
@@ -73,15 +77,22 @@ def span_attributes(report: StreamReport) -> dict[str, AttributeValue]:
         s.PROVIDER_ERROR_CODE: _cut(report.provider_error_code, s.MAX_CODE_CHARS),
         s.TIME_TO_FIRST_BYTE: report.time_to_first_byte,
         s.TIME_TO_FIRST_EVENT: report.time_to_first_event,
+        s.TIME_TO_FIRST_OUTPUT: report.time_to_first_output,
+        s.TIME_PER_OUTPUT_CHUNK: report.time_per_output_chunk,
         s.MAX_INTER_EVENT_GAP: report.max_inter_event_gap,
         s.DURATION: report.duration,
         s.GEN_AI_PROVIDER_NAME: report.provider_name,
+        s.GEN_AI_OPERATION_NAME: report.operation_name,
         s.GEN_AI_RESPONSE_MODEL: _cut(report.response_model, s.MAX_IDENTIFIER_CHARS),
         s.GEN_AI_RESPONSE_ID: _cut(report.response_id, s.MAX_IDENTIFIER_CHARS),
-        s.GEN_AI_USAGE_INPUT_TOKENS: report.input_tokens,
-        s.GEN_AI_USAGE_OUTPUT_TOKENS: report.output_tokens,
         s.ERROR_TYPE: report.outcome.value if report.outcome.value in s.ERROR_OUTCOMES else None,
     }
+    if s.USAGE not in owned:
+        # Cost tools sum usage over a trace's spans: with a neighbour it is on its span alone.
+        optional[s.GEN_AI_USAGE_INPUT_TOKENS] = report.input_tokens
+        optional[s.GEN_AI_USAGE_OUTPUT_TOKENS] = report.output_tokens
+    if s.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK not in owned and report.provider_name is not None:
+        optional[s.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = report.time_to_first_output
     attributes.update((key, value) for key, value in optional.items() if value is not None)
     if report.provider_name is not None:
         attributes[s.GEN_AI_REQUEST_STREAM] = True
@@ -135,14 +146,30 @@ def _key(attributes: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(attributes.items()))
 
 
+class CallFacts(NamedTuple):
+    """What the instrumentation knows of a stream's call beyond its report."""
+
+    server_address: str | None = None
+    #: ``gen_ai.request.model`` from the request.
+    request_model: str | None = None
+    #: The response's HTTP status; None when no response arrived.
+    status_code: int | None = None
+    #: What a GenAI neighbour owns for this call (``semconv.NEIGHBOURS``).
+    owned: frozenset[str] = frozenset()
+    #: The stream span's context: histogram points recorded in it carry exemplars of its trace.
+    context: Context | None = None
+
+
 class Telemetry:
     """The tracer, the instruments and the rules for recording one stream.
 
     Args:
         tracer_provider, meter_provider: None for the global providers.
-        max_model_names: distinct ``gen_ai.response.model`` values before ``_OTHER``.
+        max_model_names: distinct ``gen_ai.request.model`` values before ``_OTHER``.
         max_server_addresses: distinct ``server.address`` values before ``_OTHER``.
         max_stop_reasons: distinct ``otelsse.stop_reason`` values before ``_OTHER``.
+        semconv_opt_in: the ``OTEL_SEMCONV_STABILITY_OPT_IN`` value, which picks the GenAI
+            metric names (``semconv.genai_metrics``).
 
     Whatever these are, ``semconv.MAX_SERIES_KEYS`` and ``semconv.MAX_STOP_REASON_SERIES`` keep
     every instrument within ``semconv.max_series``.
@@ -156,6 +183,7 @@ class Telemetry:
         max_model_names: int = semconv.DEFAULT_MAX_MODEL_NAMES,
         max_server_addresses: int = semconv.DEFAULT_MAX_SERVER_ADDRESSES,
         max_stop_reasons: int = semconv.DEFAULT_MAX_STOP_REASONS,
+        semconv_opt_in: str | None = None,
     ) -> None:
         self.tracer = trace.get_tracer(
             semconv.SCOPE_NAME, __version__, tracer_provider, schema_url=semconv.SCHEMA_URL
@@ -168,17 +196,33 @@ class Telemetry:
         self._active = meter.create_up_down_counter(
             s.STREAMS_ACTIVE.name, s.STREAMS_ACTIVE.unit, s.STREAMS_ACTIVE.description
         )
-        self._duration = _histogram(meter, s.STREAM_DURATION)
-        self._time_to_first_event = _histogram(meter, s.STREAM_TIME_TO_FIRST_EVENT)
-        self._max_gap = _histogram(meter, s.STREAM_MAX_INTER_EVENT_GAP)
-        self._events = _histogram(meter, s.STREAM_EVENTS)
-        self._bytes = _histogram(meter, s.STREAM_BYTES)
+        self._histograms = [
+            (_histogram(meter, spec), field)
+            for spec, field in (
+                (s.STREAM_DURATION, "duration"),
+                (s.STREAM_TIME_TO_FIRST_EVENT, "time_to_first_event"),
+                (s.STREAM_TIME_TO_FIRST_OUTPUT, "time_to_first_output"),
+                (s.STREAM_MAX_INTER_EVENT_GAP, "max_inter_event_gap"),
+                (s.STREAM_EVENTS, "event_count"),
+                (s.STREAM_BYTES, "bytes_received"),
+            )
+        ]
         self._refusals = _counter(meter, s.STREAM_REFUSALS)
         self._tool_calls = _counter(meter, s.TOOL_CALLS)
         self._errors = _counter(meter, s.INSTRUMENTATION_ERRORS)
+        # measure -> its histograms, and the usage counters of the latest names
+        self._genai: dict[str, list[metrics.Histogram]] = {}
+        self._genai_usage: list[metrics.Counter] = []
+        for measure, specs in s.genai_metrics(semconv_opt_in).items():
+            for spec in specs:
+                if spec.kind == "histogram":
+                    self._genai.setdefault(measure, []).append(_histogram(meter, spec))
+                else:
+                    self._genai_usage.append(_counter(meter, spec))
         self._models = _FirstSeen(max_model_names)
         self._servers = _FirstSeen(max_server_addresses)
         self._stop_reasons = _FirstSeen(max_stop_reasons)
+        self._statuses = _FirstSeen(s.MAX_STATUS_CODES)
         # What bounds the products (semconv.max_series): keys and stop-reason sets.
         self._series_keys = _FirstSeen(s.MAX_SERIES_KEYS)
         self._active_keys = _FirstSeen(s.MAX_SERIES_KEYS)
@@ -224,51 +268,65 @@ class Telemetry:
         return series
 
     def end_span(
-        self, span: Span, report: StreamReport, http_attributes: Mapping[str, Any]
+        self,
+        span: Span,
+        report: StreamReport,
+        http_attributes: Mapping[str, Any],
+        owned: frozenset[str] = frozenset(),
     ) -> None:
         """Set the report's and the HTTP exchange's attributes and the status, then end the span
         (always)."""
         try:
             if span.is_recording():
-                span.set_attributes({**span_attributes(report), **http_attributes})
+                span.set_attributes({**span_attributes(report, owned), **http_attributes})
                 if report.outcome.value in semconv.ERROR_OUTCOMES:
                     # The outcome name is the whole description: a message could be content.
                     span.set_status(Status(StatusCode.ERROR, report.outcome.value))
         finally:
             span.end()
 
-    def record_metrics(self, report: StreamReport, server_address: str | None) -> None:
+    def record_metrics(self, report: StreamReport, call: CallFacts) -> None:
         """The metric points of one finished stream."""
         s = semconv
         series: MetricAttributes = {s.ROUTE: report.route}
-        if server_address is not None:
-            series[s.SERVER_ADDRESS] = _capped(self._servers, server_address)
+        if call.server_address is not None:
+            series[s.SERVER_ADDRESS] = _capped(self._servers, call.server_address)
         if report.provider_name is not None:
             series[s.GEN_AI_PROVIDER_NAME] = report.provider_name
-        if report.response_model is not None:
-            series[s.GEN_AI_RESPONSE_MODEL] = _capped(self._models, report.response_model)
+        if call.request_model is not None:
+            series[s.GEN_AI_REQUEST_MODEL] = _capped(self._models, call.request_model)
         key = _key(series)
         new = key not in self._series_keys
         if not self._series_keys.admit(key):
             series = _overflow(series)
         elif new:
             self._precreate(series)
-        outcome = {s.OUTCOME: report.outcome.value}
-        attributes = {**series, **outcome}
+        outcome = report.outcome.value
+        point = {**series, s.OUTCOME: outcome, **_status(outcome, call.status_code)}
+        status = point.get(s.HTTP_RESPONSE_STATUS_CODE)
+        capped = outcome == Outcome.HTTP_ERROR.value and status is not None
+        if capped and not self._statuses.admit(status):
+            del point[s.HTTP_RESPONSE_STATUS_CODE]
         if report.stop_reason is not None:
-            attributes[s.STOP_REASON] = _capped(self._stop_reasons, report.stop_reason)
-            if not self._stop_reason_series.admit(_key(attributes)):
-                attributes = {**_overflow(series), **outcome, s.STOP_REASON: OTHER}
-        self._streams.add(1, attributes)
-        for histogram, value in (
-            (self._duration, report.duration),
-            (self._time_to_first_event, report.time_to_first_event),
-            (self._max_gap, report.max_inter_event_gap),
-        ):
+            point[s.STOP_REASON] = _capped(self._stop_reasons, report.stop_reason)
+        # Sets beyond the pre-created ones (a stop reason, an http_error's status) are admitted
+        # up to a bound; past it they fold into the route's overflow key.
+        plain = s.STOP_REASON not in point and outcome != Outcome.HTTP_ERROR.value
+        if not plain and not self._stop_reason_series.admit(_key(point)):
+            folded = {**_overflow(series), s.OUTCOME: outcome}
+            if s.STOP_REASON in point:
+                folded[s.STOP_REASON] = OTHER
+            if s.HTTP_RESPONSE_STATUS_CODE in point:
+                folded[s.HTTP_RESPONSE_STATUS_CODE] = point[s.HTTP_RESPONSE_STATUS_CODE]
+            point = folded
+        self._streams.add(1, point)
+        histogram_point: MetricAttributes = {s.ROUTE: report.route, s.OUTCOME: outcome}
+        if report.provider_name is not None:
+            histogram_point[s.GEN_AI_PROVIDER_NAME] = report.provider_name
+        for histogram, field in self._histograms:
+            value = getattr(report, field)
             if value is not None:
-                histogram.record(value, attributes)
-        self._events.record(report.event_count, attributes)
-        self._bytes.record(report.bytes_received, attributes)
+                histogram.record(value, histogram_point, call.context)
         client = {**series, s.TOOL_CALL_KIND: s.TOOL_CALL_CLIENT}
         # A call whose arguments never closed cannot be counted as valid.
         invalid = report.tool_call_invalid_count + report.open_accumulator_count
@@ -280,6 +338,46 @@ class Telemetry:
             self._tool_calls.add(report.server_tool_call_count, server)
         if report.refusal:
             self._refusals.add(1, series)
+        if report.provider_name is not None and report.operation_name is not None:
+            self._record_genai(report, series, call)
+
+    def _record_genai(
+        self, report: StreamReport, series: MetricAttributes, call: CallFacts
+    ) -> None:
+        """The GenAI client metrics of one call, but those a neighbour records itself."""
+        s = semconv
+        point: MetricAttributes = {
+            s.GEN_AI_OPERATION_NAME: report.operation_name,
+            s.GEN_AI_PROVIDER_NAME: report.provider_name,
+        }
+        for attribute in (s.GEN_AI_REQUEST_MODEL, s.SERVER_ADDRESS):
+            if attribute in series:
+                point[attribute] = series[attribute]
+        owned, context, genai = call.owned, call.context, self._genai
+        outcome = report.outcome.value
+        if s.DURATION_METRIC not in owned and report.duration is not None:
+            failed = {s.ERROR_TYPE: outcome} if outcome in s.ERROR_OUTCOMES else {}
+            for instrument in genai[s.DURATION_METRIC]:
+                instrument.record(report.duration, {**point, **failed}, context)
+        for measure, value in (
+            (s.TIME_TO_FIRST_CHUNK_METRIC, report.time_to_first_output),
+            (s.TIME_PER_OUTPUT_CHUNK_METRIC, report.time_per_output_chunk),
+        ):
+            if measure not in owned and value is not None:
+                for instrument in genai[measure]:
+                    instrument.record(value, point, context)
+        if s.TOKEN_USAGE_METRIC in owned:
+            return
+        tokens = (("input", report.input_tokens), ("output", report.output_tokens))
+        for kind, count in tokens:
+            if count is None:
+                continue
+            # One histogram by gen_ai.token.type, or (latest names) a counter per kind.
+            for histogram in genai.get(s.TOKEN_USAGE_METRIC, ()):
+                histogram.record(count, {**point, s.GEN_AI_TOKEN_TYPE: kind}, context)
+        for counter, (_kind, count) in zip(self._genai_usage, tokens, strict=False):
+            if count is not None:
+                counter.add(count, point, context)
 
     def _precreate(self, series: MetricAttributes) -> None:
         """Create the counter series an alert or a rate reads at 0, the first time a series key
@@ -287,15 +385,17 @@ class Telemetry:
 
         ``increase()`` cannot see a series' first sample, so the first truncation of a route
         would be invisible to the alerts. The pre-created series carry no stop reason: that is
-        how failed streams (truncated, timeout, protocol_error, ...) are recorded. What this
-        cannot cover: the key's very first stream (its +1 reaches the same collection as the
-        zeros) and the first stream of each (outcome, stop reason) pair, since stop reasons
-        and models are only known at the stream's end. Both are in the raw counters. Server-run
-        tool calls feed no alert and are not pre-created.
+        how failed streams (truncated, timeout, protocol_error, ...) are recorded; rate_limited
+        carries its 429. What this cannot cover: the key's very first stream (its +1 reaches
+        the same collection as the zeros), the first stream of each (outcome, stop reason)
+        pair, since stop reasons are only known at the stream's end, and each http_error
+        status. All are in the raw counters. Server-run tool calls feed no alert and are not
+        pre-created.
         """
         s = semconv
         for outcome in Outcome:
-            self._streams.add(0, {**series, s.OUTCOME: outcome.value})
+            point = {**series, s.OUTCOME: outcome.value, **_status(outcome.value, None)}
+            self._streams.add(0, point)
         for valid in (True, False):
             client = {**series, s.TOOL_CALL_KIND: s.TOOL_CALL_CLIENT, s.TOOL_CALL_VALID: valid}
             self._tool_calls.add(0, client)
@@ -326,7 +426,17 @@ class Telemetry:
 def _overflow(series: MetricAttributes) -> MetricAttributes:
     """A series key past the caps as its route's overflow key: the attributes traffic chooses
     become ``_OTHER``; the route and its provider come from the route registry."""
-    return {**series, semconv.SERVER_ADDRESS: OTHER, semconv.GEN_AI_RESPONSE_MODEL: OTHER}
+    return {**series, semconv.SERVER_ADDRESS: OTHER, semconv.GEN_AI_REQUEST_MODEL: OTHER}
+
+
+def _status(outcome: str, status_code: int | None) -> MetricAttributes:
+    """``http.response.status_code`` on a stream's counter point: only where the status is the
+    outcome's cause (a body outcome's 2xx says nothing). A 429 is always rate_limited."""
+    if outcome == Outcome.RATE_LIMITED.value:
+        return {semconv.HTTP_RESPONSE_STATUS_CODE: 429}
+    if outcome == Outcome.HTTP_ERROR.value and status_code is not None:
+        return {semconv.HTTP_RESPONSE_STATUS_CODE: status_code}
+    return {}
 
 
 def _counter(meter: metrics.Meter, spec: semconv.MetricSpec) -> metrics.Counter:

@@ -125,6 +125,7 @@ class StreamState:
         "max_text_chars",
         "max_tool_calls",
         "max_tool_chars",
+        "output_deltas",
         "output_tokens",
         "part_count",
         "payload_error",
@@ -167,6 +168,9 @@ class StreamState:
         self.refusals: dict[int, list[str]] = {}
         self.refused = False
         self.text_chars = 0
+        #: Pieces of model output so far: non-empty text, reasoning or refusal deltas, client
+        #: tool calls opened and argument fragments (what "time to first token" waits for).
+        self.output_deltas = 0
         self.tool_calls: list[ToolCall] = []
         self.terminal_seen = False
         self.stop_reason: str | None = None
@@ -207,6 +211,8 @@ class StreamState:
         if type(chunk) is not str:
             self.payload_error = True
             return
+        if chunk:
+            self.output_deltas += 1
         if self.collect_text:
             self._keep(self.reasoning if reasoning else self.texts, key, chunk)
 
@@ -216,6 +222,8 @@ class StreamState:
             self.payload_error = True
             return
         self.refused = True
+        if chunk:
+            self.output_deltas += 1
         if self.collect_text:
             self._keep(self.refusals, key, chunk)
 
@@ -244,6 +252,8 @@ class StreamState:
             self.payload_error = True
             call_id = name = None
         call = ToolCall(call_id, name, empty_means, kind)
+        if kind != SERVER:
+            self.output_deltas += 1
         if len(self.tool_calls) >= self.max_tool_calls:
             self.limit_stage = self.limit_stage or "accumulator"
             return call  # counted nowhere: parsing is over once a ceiling is hit
@@ -256,6 +266,7 @@ class StreamState:
             return
         if not fragment:
             return
+        self.output_deltas += 1
         if call.closed:
             # Seed 001: bytes after a call closed are trailing data, so its arguments are not
             # exactly one value any more, whatever the first value was.

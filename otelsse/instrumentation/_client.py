@@ -14,11 +14,12 @@ OpenTelemetry. A client module is imported only when its library is in use.
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..monitor import StreamError
 
@@ -28,11 +29,12 @@ if TYPE_CHECKING:
 __all__ = [
     "CLIENT_MODULES",
     "Client",
-    "body_asks_for_stream",
+    "RequestFields",
     "client_of",
     "error_chain",
     "get_client",
     "is_transport_failure",
+    "request_fields",
     "stream_error",
 ]
 
@@ -117,18 +119,43 @@ class Client(ABC):
 
 
 _STREAM_TRUE = re.compile(rb'"stream"\s*:\s*true')
+# A JSON string value of at most 256 characters; inside a string (content) the quotes would be
+# escaped, so message text cannot match.
+_MODEL = re.compile(rb'"model"\s*:\s*"((?:[^"\\\x00-\x1f]|\\.){1,256})"')
 
 
-def body_asks_for_stream(body: object) -> bool:
-    """Whether a JSON request body says ``"stream": true`` (read, never recorded)."""
+class RequestFields(NamedTuple):
+    """What otelsse reads of a JSON request body: identifiers, never content."""
+
+    #: The body says ``"stream": true``.
+    stream: bool
+    #: Its ``model`` field (``gen_ai.request.model``), when it is a short string.
+    model: str | None
+
+
+def request_fields(body: object) -> RequestFields:
+    """``stream`` and ``model`` of a JSON request body, read without parsing it: two regular
+    expression searches over the bytes (the body may be megabytes of messages)."""
     if isinstance(body, dict):
-        return body.get("stream") is True
+        model = body.get("model")
+        model = model if isinstance(model, str) and 0 < len(model) <= 256 else None
+        return RequestFields(body.get("stream") is True, model)
     if isinstance(body, str):
         body = body.encode("utf-8", "replace")
-    if isinstance(body, (bytes, bytearray, memoryview)):
-        data = bytes(body)
-        return b'"stream"' in data and _STREAM_TRUE.search(data) is not None
-    return False
+    if not isinstance(body, (bytes, bytearray, memoryview)):
+        return RequestFields(False, None)
+    data = bytes(body)
+    stream = b'"stream"' in data and _STREAM_TRUE.search(data) is not None
+    found = _MODEL.search(data) if b'"model"' in data else None
+    return RequestFields(stream, None if found is None else _json_string(found.group(1)))
+
+
+def _json_string(raw: bytes) -> str | None:
+    try:
+        value = json.loads(b'"' + raw + b'"')
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
 
 
 def get_client(library: str) -> Client:

@@ -16,7 +16,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._client import Client, Target, body_asks_for_stream
+from ._client import Client, Target, request_fields
 from ._tee import Proxy, atee, tee
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ class HttpxClient(Client):
             url,
             url.path,
             url.query.decode("ascii", "replace"),
-            stream_asked=lambda: body_asks_for_stream(_body(request)),
+            body=lambda: request_fields(_body(request)),
             accept=lambda: request.headers.get("accept"),
         )
 

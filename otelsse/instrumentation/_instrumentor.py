@@ -7,7 +7,7 @@ import logging
 import os
 import re
 from collections.abc import Collection, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import wrapt
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
@@ -25,9 +25,18 @@ from ..routes import (
 )
 from ..telemetry import Telemetry
 from ._client import CLIENT_MODULES, get_client
-from ._observer import Settings
+from ._observer import GenAISpan, Settings
 
-__all__ = ["EXCLUDED_URLS_ENV", "HOST_PROFILES_ENV", "OPTIONS", "SSEInstrumentor"]
+if TYPE_CHECKING:
+    from ..recorder import FlightRecorder
+
+__all__ = [
+    "EXCLUDED_URLS_ENV",
+    "HOST_PROFILES_ENV",
+    "OPTIONS",
+    "RECORDER_DIR_ENV",
+    "SSEInstrumentor",
+]
 
 _LOG = logging.getLogger("otelsse")
 
@@ -36,15 +45,19 @@ EXCLUDED_URLS_ENV = "OTEL_PYTHON_OTELSSE_EXCLUDED_URLS"
 _GENERAL_EXCLUDED_URLS_ENV = "OTEL_PYTHON_EXCLUDED_URLS"
 #: ``host=route:profile`` pairs, comma-separated: ``host_profiles`` for zero-code setups.
 HOST_PROFILES_ENV = "OTEL_PYTHON_OTELSSE_HOST_PROFILES"
+#: A directory: the flight recorder (``recorder``) for zero-code setups, with its defaults.
+RECORDER_DIR_ENV = "OTEL_PYTHON_OTELSSE_RECORDER_DIR"
 #: Every option ``instrument()`` takes; any other name is a ``TypeError``.
 OPTIONS = (
     "clients",
     "excluded_urls",
+    "genai_span",
     "host_profiles",
     "limits",
     "max_model_names",
     "max_server_addresses",
     "meter_provider",
+    "recorder",
     "routes",
     "tracer_provider",
 )
@@ -72,6 +85,15 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     - ``max_model_names``: distinct model names in metrics before ``_OTHER`` (default 50).
     - ``max_server_addresses``: distinct ``server.address`` values in metrics before ``_OTHER``
       (default 20).
+    - ``genai_span``: beside another instrumentation's GenAI span for the same call
+      (opentelemetry-instrumentation-openai-v2, anthropic's built-in tracing), ``"beside"``
+      (default) leaves it what it owns (usage, its GenAI metrics); ``"attach"`` also copies
+      otelsse's ``otelsse.*`` stream-integrity attributes onto it while it is open.
+    - ``recorder``: a ``FlightRecorder`` that keeps a redacted skeleton of failed (or sampled)
+      streams; defaults to one in ``$OTEL_PYTHON_OTELSSE_RECORDER_DIR`` when that is set.
+
+    The GenAI client metric names follow ``$OTEL_SEMCONV_STABILITY_OPT_IN``
+    (``gen_ai_latest_experimental`` selects the latest experimental ones).
 
     Any other option raises ``TypeError``; an unknown client or host profile, ``ValueError``.
     """
@@ -125,16 +147,23 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         clients: Iterable[str] = tuple(CLIENT_MODULES),
         max_model_names: int = semconv.DEFAULT_MAX_MODEL_NAMES,
         max_server_addresses: int = semconv.DEFAULT_MAX_SERVER_ADDRESSES,
+        genai_span: GenAISpan = "beside",
+        recorder: FlightRecorder | None = None,
     ) -> None:
+        if genai_span not in get_args(GenAISpan):
+            raise ValueError(f"genai_span must be one of {get_args(GenAISpan)}, not {genai_span!r}")
         settings = Settings(
             Telemetry(
                 tracer_provider,
                 meter_provider,
                 max_model_names=max_model_names,
                 max_server_addresses=max_server_addresses,
+                semconv_opt_in=os.environ.get(semconv.SEMCONV_OPT_IN_ENV),
             ),
             limits or Limits(),
             _excluded_urls(excluded_urls),
+            genai_span,
+            recorder if recorder is not None else _env_recorder(),
         )
         for library in CLIENT_MODULES:
             if library not in clients:
@@ -210,3 +239,12 @@ def _excluded_urls(option: str | Iterable[str] | None) -> re.Pattern[str] | None
             continue
         valid.append(pattern)
     return re.compile("|".join(f"(?:{pattern})" for pattern in valid)) if valid else None
+
+
+def _env_recorder() -> FlightRecorder | None:
+    directory = os.environ.get(RECORDER_DIR_ENV)
+    if not directory:
+        return None
+    from ..recorder import FlightRecorder
+
+    return FlightRecorder(directory)

@@ -20,7 +20,7 @@ import re
 import time
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -29,14 +29,24 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import Span
 
 from .. import semconv
-from .._core.http import is_event_stream, may_stream, stream_violation
+from .._core.http import is_event_stream, may_stream, retry_after, stream_violation
 from ..monitor import Limits, Outcome, StreamError, StreamMonitor, StreamReport
 from ..routes import AUTO, Request, Route, match_route
-from ..telemetry import MetricAttributes, Telemetry
-from ._client import Client, stream_error
+from ..telemetry import CallFacts, MetricAttributes, Telemetry, span_attributes
+from ._client import Client, RequestFields, stream_error
 from ._content import ContentDecoder, CorruptContent, UnsupportedEncoding, content_decoder
 
-__all__ = ["URL", "Settings", "StreamObserver", "Watch"]
+if TYPE_CHECKING:
+    from ..recorder import FlightRecorder, Tape
+
+__all__ = ["URL", "GenAISpan", "Settings", "StreamObserver", "Watch", "genai_neighbour"]
+
+#: What otelsse does beside another instrumentation's GenAI span (``instrument(genai_span=)``):
+#: ``beside`` leaves to it what it owns; ``attach`` also copies otelsse's own stream-integrity
+#: attributes onto it, when it is still open at the stream's end.
+GenAISpan = Literal["beside", "attach"]
+#: Attribute keys that mark a span as a GenAI call (``gen_ai.system`` before semconv v1.37).
+_GENAI_MARKS = (semconv.GEN_AI_OPERATION_NAME, semconv.GEN_AI_PROVIDER_NAME, "gen_ai.system")
 
 
 class URL(Protocol):
@@ -58,6 +68,8 @@ class Settings:
     telemetry: Telemetry
     limits: Limits = dataclasses.field(default_factory=Limits)
     excluded_urls: re.Pattern[str] | None = None
+    genai_span: GenAISpan = "beside"
+    recorder: FlightRecorder | None = None
 
     def begin(self, make: Callable[..., Watch | None], *args: Any) -> Watch | None:
         """``make(self, *args)``, the watch of a request about to be sent; None to leave the
@@ -78,13 +90,14 @@ class Settings:
         path: str,
         query: str,
         *,
-        stream_asked: Callable[[], bool],
+        body: Callable[[], RequestFields],
         accept: Callable[[], str | None],
     ) -> Watch | None:
         """Decide, before sending, whether this request may be a stream to observe.
 
-        ``url`` is the client's URL object (made text only when needed); ``stream_asked`` and
-        ``accept`` are asked only for a request on a known route. Returns None for an excluded
+        ``url`` is the client's URL object (made text only when needed); ``body`` (the JSON
+        body's ``stream`` flag and ``model``) and ``accept`` are asked only for a request on a
+        known route. Returns None for an excluded
         URL and for a request whose answer has no body (HEAD). A request that a known streaming
         route expects to be SSE (``"stream": true``, an SSE ``Accept``, or a URL that always
         streams) gets its span now, so the HTTP client span nests under it; any other request
@@ -96,10 +109,28 @@ class Settings:
             return None
         request = Request(method.upper(), url.host, path, query)
         route = match_route(request)
-        expects_sse = route is not None and (
-            stream_asked() or is_event_stream(accept()) or route.always_streams(request)
-        )
-        return Watch(self, client, url, route, expects_sse)
+        if route is None:
+            return Watch(self, client, url, None, False, None)
+        fields = body()
+        expects_sse = fields.stream or is_event_stream(accept()) or route.always_streams(request)
+        model = route.url_model(request) or fields.model
+        return Watch(self, client, url, route, expects_sse, model)
+
+
+def genai_neighbour(span: Span) -> tuple[str, frozenset[str]] | None:
+    """The instrumentation scope of ``span`` and what it owns (``semconv.NEIGHBOURS``) when it
+    is another instrumentation's GenAI span, else None.
+
+    Only a recording SDK span shows its attributes; a sampled-out one cannot be told apart.
+    """
+    attributes = getattr(span, "attributes", None) if span.is_recording() else None
+    if not attributes or not any(mark in attributes for mark in _GENAI_MARKS):
+        return None
+    scope = getattr(getattr(span, "instrumentation_scope", None), "name", None) or ""
+    if scope == semconv.SCOPE_NAME:
+        return None
+    known = semconv.NEIGHBOURS.get(scope)
+    return scope, semconv.UNKNOWN_NEIGHBOUR_OWNS if known is None else known.owns
 
 
 class Watch:
@@ -110,7 +141,10 @@ class Watch:
         "client",
         "context",
         "expects_sse",
+        "neighbour",
+        "owned",
         "pid",
+        "request_model",
         "route",
         "settings",
         "span",
@@ -126,25 +160,46 @@ class Watch:
         url: URL,
         route: type[Route] | None,
         expects_sse: bool,
+        request_model: str | None,
     ) -> None:
         self.settings = settings
         self.client = client
         self.url = url
         self.route = route
         self.expects_sse = expects_sse
+        self.request_model = request_model
         self.started_at = time.perf_counter()
         self.start_time = time.time_ns()
         # A process forked from this one inherits the watch and its stream; they stay ours.
         self.pid = os.getpid()
         self.context: Context = otel_context.get_current()
+        # Another instrumentation's GenAI span around this call (openai-v2, anthropic's own).
+        self.neighbour: Span | None = None
+        self.owned: frozenset[str] = frozenset()
+        parent = trace.get_current_span(self.context)
+        found = genai_neighbour(parent)
+        if found is not None:
+            self.neighbour, self.owned = parent, found[1]
         self.span: Span | None = None
         if expects_sse:
             self.span = settings.telemetry.start_span(self._server_attributes())
 
     def _server_attributes(self) -> dict[str, Any]:
+        """What is known before the response: set at the span's start, where samplers see it."""
+        s = semconv
         attributes: dict[str, Any] = {}
-        if self.route is not None:
-            attributes[semconv.ROUTE] = self.route.name
+        route = self.route
+        if route is not None:
+            attributes[s.ROUTE] = route.name
+            if route.provider is not None:
+                attributes[s.GEN_AI_PROVIDER_NAME] = route.provider
+            if route.operation is not None:
+                attributes[s.GEN_AI_OPERATION_NAME] = route.operation
+        if self.request_model is not None:
+            attributes[s.GEN_AI_REQUEST_MODEL] = self.request_model[: s.MAX_IDENTIFIER_CHARS]
+        if self.neighbour is not None:
+            scope = getattr(getattr(self.neighbour, "instrumentation_scope", None), "name", "")
+            attributes[s.GENAI_NEIGHBOUR] = scope[: s.MAX_CODE_CHARS]
         url = self.url
         if url.host:
             attributes[semconv.SERVER_ADDRESS] = url.host
@@ -233,11 +288,14 @@ class Watch:
         if violation is not None:
             # A streaming route answered with something else (an HTML 502, a JSON 429): the
             # stream failed at its headers; its body is the application's, not a stream.
-            observer = StreamObserver(self, route, span_attributes)
-            observer.monitor.flag_protocol_error(violation)
+            wait = retry_after(headers)
+            if wait is not None:
+                span_attributes[semconv.RETRY_AFTER] = wait
+            observer = StreamObserver(self, route, span_attributes, status=status)
+            observer.monitor.refuse(violation)
             observer.finish(None)
             return None
-        observer = StreamObserver(self, route, span_attributes, active=True)
+        observer = StreamObserver(self, route, span_attributes, status=status, active=True)
         if not body_decoded:
             observer.decode_as(headers.get("content-encoding"))
         return observer
@@ -264,7 +322,10 @@ class StreamObserver:
         "_pid",
         "_span",
         "_span_attributes",
+        "_status",
+        "_tape",
         "_telemetry",
+        "_watch",
         "broken",
         "monitor",
     )
@@ -275,10 +336,13 @@ class StreamObserver:
         route: str,
         span_attributes: dict[str, Any],
         *,
+        status: int | None = None,
         active: bool = False,
     ) -> None:
         telemetry = watch.settings.telemetry
         self._telemetry = telemetry
+        self._watch = watch
+        self._status = status
         self._span = watch.span or telemetry.start_span(
             {semconv.ROUTE: route, **span_attributes},
             context=watch.context,
@@ -286,6 +350,13 @@ class StreamObserver:
         )
         self._limits = watch.settings.limits
         self.monitor = StreamMonitor(route, limits=self._limits, started_at=watch.started_at)
+        recorder = watch.settings.recorder
+        self._tape: Tape | None = None
+        if recorder is not None:
+            try:
+                self._tape = recorder.start(route, watch.started_at)
+            except Exception as exc:
+                telemetry.count_error(exc, "record")
         self._span_attributes = span_attributes
         self._pid = watch.pid
         self._decoder: ContentDecoder | None = None  # set by decode_as() for coded bodies
@@ -324,7 +395,7 @@ class StreamObserver:
             return
         try:
             if self._decoder is None:
-                self.monitor.feed(chunk, time.perf_counter())
+                self._feed_decoded(chunk)
             else:
                 self._decoder.write(chunk)
         except _ParsingStopped:
@@ -339,8 +410,10 @@ class StreamObserver:
             self._telemetry.count_error(exc, "feed")
 
     def _feed_decoded(self, piece: bytes) -> None:
-        monitor = self.monitor
-        monitor.feed(piece, time.perf_counter())
+        monitor, now = self.monitor, time.perf_counter()
+        monitor.feed(piece, now)
+        if self._tape is not None:
+            self._tape.write(piece, now)
         # Nothing more is worth decoding once the parser stopped at a ceiling.
         if monitor.stopped:
             raise _ParsingStopped
@@ -368,25 +441,65 @@ class StreamObserver:
         except Exception as exc:
             telemetry.count_error(exc, "finish")
             report = _internal_error_report(self.monitor)
-        # Three independent steps, so that one failing cannot leave a span open or a stream
+        watch = self._watch
+        attributes = self._span_attributes
+        if self._tape is not None:
+            self._keep_recording(report)
+        # Independent steps, so that one failing cannot leave a span open or a stream
         # counted as active forever.
         span = self._span
         try:
-            telemetry.end_span(span, report, self._span_attributes)
+            telemetry.end_span(span, report, attributes, watch.owned)
         except Exception as exc:
             telemetry.count_error(exc, "end_span")
             if span.is_recording():
                 span.set_attribute(semconv.OUTCOME, Outcome.INTERNAL_ERROR.value)
                 span.end()
+        if watch.neighbour is not None and watch.settings.genai_span == "attach":
+            try:
+                _attach(watch.neighbour, report)
+            except Exception as exc:
+                telemetry.count_error(exc, "end_span")
         if self._active_attributes is not None:
             try:
                 telemetry.stream_finished(self._active_attributes)
             except Exception as exc:
                 telemetry.count_error(exc, "stream_finished")
+        call = CallFacts(
+            server_address=attributes.get(semconv.SERVER_ADDRESS),
+            request_model=watch.request_model,
+            status_code=self._status,
+            owned=watch.owned,
+            context=trace.set_span_in_context(span, watch.context),
+        )
         try:
-            telemetry.record_metrics(report, self._span_attributes.get(semconv.SERVER_ADDRESS))
+            telemetry.record_metrics(report, call)
         except Exception as exc:
             telemetry.count_error(exc, "record_metrics")
+
+    def _keep_recording(self, report: StreamReport) -> None:
+        """Hand the stream's tape to the flight recorder; its id goes on the span."""
+        recorder, tape = self._watch.settings.recorder, self._tape
+        self._tape = None
+        if recorder is None or tape is None:
+            return
+        try:
+            recording = recorder.keep(tape, report)
+        except Exception as exc:
+            self._telemetry.count_error(exc, "record")
+            return
+        if recording is not None:
+            self._span_attributes[semconv.RECORDING_ID] = recording
+
+
+def _attach(neighbour: Span, report: StreamReport) -> None:
+    """Copy otelsse's own stream-integrity facts onto a neighbour's GenAI span (never its
+    ``gen_ai.*`` ones, nor its status): only while it is open."""
+    if neighbour.is_recording():
+        facts = span_attributes(report)
+        neighbour.set_attributes(
+            {key: value for key, value in facts.items() if key.startswith("otelsse.")}
+        )
 
 
 class _ParsingStopped(Exception):

@@ -18,7 +18,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ._client import Client, Target, body_asks_for_stream
+from ._client import Client, Target, request_fields
 from ._tee import Proxy, tee
 
 if TYPE_CHECKING:
@@ -281,7 +281,7 @@ class RequestsClient(Client):
             url,
             url.parts.path,
             url.parts.query,
-            stream_asked=lambda: body_asks_for_stream(_body(arguments)),
+            body=lambda: request_fields(_body(arguments)),
             accept=lambda: _header(session, arguments, "accept"),
         )
 

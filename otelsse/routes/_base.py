@@ -106,6 +106,9 @@ class Route:
     name: ClassVar[str]
     #: ``gen_ai.provider.name`` for this contract, or None.
     provider: ClassVar[str | None] = None
+    #: ``gen_ai.operation.name`` of a call of this contract (``chat``, ``generate_content``),
+    #: or None where the GenAI conventions name none.
+    operation: ClassVar[str | None] = None
     #: Stop reasons that count as a successful end.
     success_stops: ClassVar[frozenset[str]] = frozenset()
     #: False where no terminal rule is known: a clean EOF is then ``eof_unverified``.
@@ -159,6 +162,12 @@ class Route:
     def always_streams(cls, request: Request) -> bool:
         """Whether this matching request asks for SSE by its URL alone (no body flag needed)."""
         return False
+
+    @classmethod
+    def url_model(cls, request: Request) -> str | None:
+        """The model a matching request names in its URL (Gemini's ``models/{model}:...``);
+        None where the contract names it in the body's ``model`` field."""
+        return None
 
     @classmethod
     def sniff_event(cls, event: SSEEvent) -> bool:

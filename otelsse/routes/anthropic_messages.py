@@ -36,6 +36,7 @@ _SNIFFED_TYPES = frozenset(
 class AnthropicMessagesRoute(Route):
     name: ClassVar[str] = "anthropic.messages"
     provider: ClassVar[str | None] = "anthropic"
+    operation: ClassVar[str | None] = "chat"
     success_stops: ClassVar[frozenset[str]] = frozenset({"end_turn", "stop_sequence", "tool_use"})
     example_request: ClassVar[tuple[str, str] | None] = ("POST", "/v1/messages")
     proves_item_end: ClassVar[bool] = True

@@ -20,6 +20,7 @@ __all__ = ["GeminiRoute"]
 class GeminiRoute(Route):
     name: ClassVar[str] = "gemini.generate_content"
     provider: ClassVar[str | None] = "gcp.gemini"
+    operation: ClassVar[str | None] = "generate_content"
     success_stops: ClassVar[frozenset[str]] = frozenset({"STOP"})
     example_request: ClassVar[tuple[str, str] | None] = (
         "POST",
@@ -33,6 +34,13 @@ class GeminiRoute(Route):
     @classmethod
     def always_streams(cls, request: Request) -> bool:
         return "alt=sse" in request.query
+
+    @classmethod
+    def url_model(cls, request: Request) -> str | None:
+        # .../models/{model}:streamGenerateContent (tunedModels/{id} for a tuned one)
+        head = request.path.rpartition(":")[0]
+        model = head.rpartition("/")[2]
+        return model or None
 
     @classmethod
     def sniff_payload(cls, payload: dict[str, Any]) -> bool:

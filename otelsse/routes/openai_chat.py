@@ -42,6 +42,7 @@ class OpenAIChatRoute(Route):
 
     name: ClassVar[str] = "openai.chat_completions"
     provider: ClassVar[str | None] = "openai"
+    operation: ClassVar[str | None] = "chat"
     # "eos": Together's name for a natural end (docs/gateways.md).
     success_stops: ClassVar[frozenset[str]] = frozenset(
         {"stop", "tool_calls", "function_call", "eos"}

@@ -44,6 +44,7 @@ def _input_key(kind: str) -> str:
 class OpenAIResponsesRoute(Route):
     name: ClassVar[str] = "openai.responses"
     provider: ClassVar[str | None] = "openai"
+    operation: ClassVar[str | None] = "chat"
     success_stops: ClassVar[frozenset[str]] = frozenset({"completed"})
     example_request: ClassVar[tuple[str, str] | None] = ("POST", "/v1/responses")
     proves_item_end: ClassVar[bool] = True

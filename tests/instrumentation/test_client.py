@@ -19,7 +19,7 @@ import requests
 import urllib3
 
 from otelsse.instrumentation import CLIENT_MODULES, client_of, get_client
-from otelsse.instrumentation._client import body_asks_for_stream, stream_error
+from otelsse.instrumentation._client import request_fields, stream_error
 from otelsse.monitor import StreamError
 
 
@@ -152,5 +152,27 @@ def test_a_requests_response_cannot_be_read_asynchronously() -> None:
         (None, False),
     ],
 )
-def test_body_asks_for_stream(body: object, asks: bool) -> None:
-    assert body_asks_for_stream(body) is asks
+def test_request_fields_read_the_stream_flag(body: object, asks: bool) -> None:
+    assert request_fields(body).stream is asks
+
+
+@pytest.mark.parametrize(
+    ("body", "model"),
+    [
+        ({"model": "gpt-4o"}, "gpt-4o"),
+        ({"model": 4}, None),
+        ({"model": "x" * 257}, None),  # an identifier, not a document
+        (b'{"model":"gpt-4o-mini","stream":true}', "gpt-4o-mini"),
+        ('{"stream": true, "model" : "claude-sonnet-4-5"}', "claude-sonnet-4-5"),
+        (b'{"model": "caf\\u00e9"}', "caf\u00e9"),  # a JSON escape is decoded
+        # a "model" key quoted inside message text is content: its quotes are escaped
+        (b'{"messages": [{"content": "say \\"model\\": \\"leak\\""}], "model": "m1"}', "m1"),
+        (b'{"messages": [{"content": "\\"model\\": \\"leak\\""}]}', None),
+        (b'{"model": null}', None),
+        (b'{"model": "' + b"y" * 300 + b'"}', None),
+        (b"\xff\xfe not json", None),
+        (None, None),
+    ],
+)
+def test_request_fields_read_the_model_and_never_content(body: object, model: str | None) -> None:
+    assert request_fields(body).model == model
