@@ -383,12 +383,21 @@ class Neighbour(NamedTuple):
 NEIGHBOURS: dict[str, Neighbour] = {
     n.scope: n
     for n in (
+        # opentelemetry-instrumentation-openai-v2 2.4b0 makes its spans and metrics through
+        # opentelemetry-util-genai's handler, whose scope they carry.
         Neighbour(
-            "opentelemetry.instrumentation.openai_v2", "opentelemetry-instrumentation-openai-v2",
+            "opentelemetry.util.genai.handler",
+            "opentelemetry-instrumentation-openai-v2 (through opentelemetry-util-genai)",
             frozenset({USAGE, DURATION_METRIC, TOKEN_USAGE_METRIC}),
         ),
         Neighbour(
-            "anthropic", "the anthropic SDK's built-in tracing",
+            "opentelemetry.instrumentation.genai.openai",
+            "opentelemetry-instrumentation-genai-openai",
+            frozenset({USAGE, GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, *GENAI_MEASURES}),
+        ),
+        # Traces only: it records no metric.
+        Neighbour(
+            "com.anthropic.sdk.python", "the anthropic SDK's built-in tracing",
             frozenset({USAGE, GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK}),
         ),
     )

@@ -5,9 +5,12 @@
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 
 from otelsse import Limits, Outcome, StreamMonitor
+from otelsse._core.http import retry_after, stream_violation
 from tests._fixtures import EDGE_FIXTURES, read_fixture
 from tests._helpers import run_monitor
 
@@ -98,13 +101,54 @@ def test_an_error_after_the_terminal_event_does_not_undo_completion(error) -> No
     assert report.outcome is Outcome.COMPLETE
 
 
-def test_http_contract_violation_is_protocol_error() -> None:
+@pytest.mark.parametrize(
+    ("status", "content_type", "outcome"),
+    [
+        (200, "text/html", Outcome.PROTOCOL_ERROR),  # a 2xx that is no stream
+        (204, "text/event-stream", Outcome.PROTOCOL_ERROR),
+        (429, "application/json", Outcome.RATE_LIMITED),  # the caller's quota
+        (502, "text/html", Outcome.HTTP_ERROR),  # the server said no in HTTP's words
+        (401, "text/event-stream", Outcome.HTTP_ERROR),
+        (503, "text/event-stream", Outcome.HTTP_ERROR),
+    ],
+)
+def test_a_response_refused_at_its_headers_keeps_its_outcome_whatever_its_body(
+    status: int, content_type: str, outcome: Outcome
+) -> None:
+    violation = stream_violation(status, content_type)
+    assert violation is not None
     monitor = StreamMonitor("openai.chat_completions")
-    monitor.flag_protocol_error("media_type")
-    monitor.feed(b"<html>502 Bad Gateway</html>")
+    monitor.refuse(violation)
+    # whatever arrives after (a body that even looks like a complete stream)
+    monitor.feed(b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n')
+    monitor.feed(b"data: [DONE]\n\n")
     report = monitor.close()
-    assert report.outcome is Outcome.PROTOCOL_ERROR
-    assert report.anomalies == {"media_type": 1}
+    assert report.outcome is outcome
+    if outcome is Outcome.PROTOCOL_ERROR:
+        assert report.anomalies == {violation: 1}
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({"retry-after": "7"}, 7.0),
+        ({"retry-after": " 2.5 "}, 2.5),
+        ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5),  # OpenAI's, finer, wins
+        ({"retry-after": "Wed, 02 Dec 2026 12:00:30 GMT"}, 30.0),
+        ({"retry-after": "Wed, 02 Dec 2026 11:59:00 GMT"}, 0.0),  # a date past: now
+        ({"retry-after": "-1"}, None),
+        ({"retry-after": "nan"}, None),
+        ({"retry-after": "99999999"}, None),  # not advice: a bug
+        ({"retry-after": "soon"}, None),
+        ({"retry-after": "Wed, 02 Dec 2026 12:00:30"}, None),  # no zone: not an HTTP-date
+        ({}, None),
+    ],
+)
+def test_retry_after_is_read_in_every_form_and_only_when_believable(
+    headers: dict[str, str], seconds: float | None
+) -> None:
+    now = datetime.datetime(2026, 12, 2, 12, 0, tzinfo=datetime.timezone.utc).timestamp()
+    assert retry_after(headers, now) == seconds
 
 
 def test_endless_line_is_buffer_limit_at_the_line_stage() -> None:

@@ -604,6 +604,7 @@ BAD_RESPONSES = {
         reason="Too Many Requests",
         content_type="application/json",
         framing="length",
+        headers=(("retry-after", "7"),),
     ),
     "200-json": Reply(
         b'{"choices":[{"message":{"content":"Four plus five is nine."}}]}',
@@ -614,6 +615,14 @@ BAD_RESPONSES = {
     "500-event-stream": Reply(
         fixture("openai-chat-text.sse"), status=500, reason="Internal Server Error"
     ),
+}
+#: What each answer is: the server saying no in HTTP's words, or a 2xx that is no stream.
+BAD_RESPONSE_CODES = {
+    "502-html": "http_error",
+    "429-json": "rate_limited",
+    "200-json": "protocol_error",
+    "200-no-content-type": "protocol_error",
+    "500-event-stream": "http_error",
 }
 
 
@@ -628,8 +637,9 @@ def test_a_bad_status_or_media_type_is_refused_before_the_body(
     with streaming(client, url) as response, pytest.raises(StreamFault) as caught:
         refuse(response)
     fault = caught.value
-    assert fault.code == "protocol_error"
+    assert fault.code == BAD_RESPONSE_CODES[case]
     assert fault.report is None
+    assert fault.retry_after == (7.0 if case == "429-json" else None)
     for secret in (b"secret", b"Four plus five", b"Bad Gateway", b"Rate limit"):
         assert secret.decode() not in str(fault)
 
@@ -660,7 +670,7 @@ def test_async_reader_refuses_a_bad_response_before_the_body(
             return caught.value
 
     fault = asyncio.run(main())
-    assert fault.code == "protocol_error"
+    assert fault.code == BAD_RESPONSE_CODES[case]
     assert fault.report is None
 
 

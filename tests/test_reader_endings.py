@@ -141,6 +141,8 @@ def stable(report: StreamReport) -> StreamReport:
         bytes_received=0,
         time_to_first_byte=None,
         time_to_first_event=None,
+        time_to_first_output=None,
+        time_per_output_chunk=None,
         max_inter_event_gap=None,
         duration=None,
     )
@@ -695,7 +697,7 @@ def test_a_refused_status_closes_a_sync_response(source: str, entry: str) -> Non
                 refuse(response)
             assert response_closed(client, response)
             assert peer.witness.closed.wait(OUTER)  # before the session closed its pool
-    assert caught.value.code == "protocol_error"
+    assert caught.value.code == "http_error"
     assert caught.value.report is None
     assert "500" in str(caught.value)
 

@@ -18,7 +18,7 @@ from opentelemetry.trace import StatusCode
 
 from otelsse import StreamFault, read_stream, semconv
 from otelsse.monitor import Outcome, StreamMonitor, StreamReport
-from otelsse.telemetry import OTHER, Telemetry, span_attributes
+from otelsse.telemetry import OTHER, CallFacts, Telemetry, span_attributes
 from tests._fixtures import fixture_names, read_fixture
 from tests._helpers import run_monitor
 from tests._otel import Telemetry as SDK
@@ -186,11 +186,19 @@ def sdk() -> SDK:
     return SDK()
 
 
-def record(sdk: SDK, report: StreamReport, **options: int) -> Telemetry:
+def facts(model: str | None = "m-1", status: int | None = None, **more: object) -> CallFacts:
+    """The call around a report: its server, its request model and its status."""
+    return CallFacts("127.0.0.1", model, status, **more)  # type: ignore[arg-type]
+
+
+def record(
+    sdk: SDK, report: StreamReport, call: CallFacts | None = None, **options: int
+) -> Telemetry:
     telemetry = Telemetry(sdk.tracer_provider, sdk.meter_provider, **options)
+    call = call or facts()
     span = telemetry.start_span({})
-    telemetry.end_span(span, report, {semconv.SERVER_ADDRESS: "127.0.0.1"})
-    telemetry.record_metrics(report, "127.0.0.1")
+    telemetry.end_span(span, report, {semconv.SERVER_ADDRESS: "127.0.0.1"}, call.owned)
+    telemetry.record_metrics(report, call)
     return telemetry
 
 
@@ -203,20 +211,27 @@ def test_every_metric_has_the_name_unit_and_buckets_of_semconv(sdk: SDK) -> None
         b'"finish_reason":"tool_calls"}]}\n\ndata: [DONE]\n\n'
     )
     telemetry = record(sdk, report_of(body))
+    # and a rate-limited call, whose status is on its counter point
+    telemetry.record_metrics(StreamReport("openai.chat_completions", Outcome.RATE_LIMITED), facts())
     telemetry.stream_started({semconv.ROUTE: "generic"})
     telemetry.count_error(ValueError(), "feed")
     points = sdk.points()
     exported = {p.metric: p for p in points}
-    assert set(exported) == {spec.name for spec in semconv.METRICS}
-    for spec in semconv.METRICS:
+    # The stream had no usage: every GenAI metric but token usage.
+    genai = semconv.GENAI_METRICS_LEGACY
+    expected = [
+        spec for measure, specs in genai.items() if measure != "token_usage" for spec in specs
+    ]
+    assert set(exported) == {spec.name for spec in (*semconv.METRICS, *expected)}
+    for spec in (*semconv.METRICS, *expected):
         assert exported[spec.name].unit == spec.unit, spec.name
         if spec.kind == "histogram":
             assert exported[spec.name].bucket_bounds == spec.buckets, spec.name
     # The dashboards and alerts select on these keys: semconv must list every one a point carries.
-    carried: dict[str, set[str]] = {spec.name: set() for spec in semconv.METRICS}
+    carried: dict[str, set[str]] = {spec.name: set() for spec in (*semconv.METRICS, *expected)}
     for point in points:
         carried[point.metric] |= set(point.attributes)
-    for spec in semconv.METRICS:
+    for spec in (*semconv.METRICS, *expected):
         assert carried[spec.name] <= set(spec.attributes), spec.name
     assert carried[semconv.STREAMS.name] == set(semconv.STREAMS.attributes)
     assert carried[semconv.TOOL_CALLS.name] == set(semconv.TOOL_CALLS.attributes)
@@ -271,9 +286,16 @@ def test_every_outcome_series_exists_at_zero_after_the_first_stream(sdk: SDK) ->
         outcome.value: (1 if outcome is Outcome.COMPLETE else 0) for outcome in Outcome
     }
     zero = [p for p in sdk.points(semconv.STREAMS.name) if p.value == 0]
-    # The zero series carry the stream's series labels and no stop reason.
-    assert {p.attributes[semconv.GEN_AI_RESPONSE_MODEL] for p in zero} == {"m-1"}
+    # The zero series carry the stream's series labels and no stop reason; a 429 is always one.
+    assert {p.attributes[semconv.GEN_AI_REQUEST_MODEL] for p in zero} == {"m-1"}
     assert all(semconv.STOP_REASON not in p.attributes for p in zero)
+    statuses = {
+        p.attributes[semconv.OUTCOME]: p.attributes.get(semconv.HTTP_RESPONSE_STATUS_CODE)
+        for p in zero
+    }
+    assert statuses == {
+        outcome.value: 429 if outcome is Outcome.RATE_LIMITED else None for outcome in Outcome
+    }
 
 
 def test_model_names_and_stop_reasons_are_capped(sdk: SDK) -> None:
@@ -282,15 +304,15 @@ def test_model_names_and_stop_reasons_are_capped(sdk: SDK) -> None:
     )
     for model, reason in (("a", "stop"), ("b", "other"), ("c", "stop"), ("a", "x" * 100)):
         report = report_of(chat_body(model, reason))
-        telemetry.record_metrics(report, None)
+        telemetry.record_metrics(report, CallFacts(request_model=model))
     points = [p for p in sdk.points(semconv.STREAMS.name) if p.value]
-    assert {p.attributes[semconv.GEN_AI_RESPONSE_MODEL] for p in points} == {"a", "b", OTHER}
+    assert {p.attributes[semconv.GEN_AI_REQUEST_MODEL] for p in points} == {"a", "b", OTHER}
     assert {p.attributes[semconv.STOP_REASON] for p in points} == {"stop", OTHER}
 
 
 def test_long_provider_values_are_cut_before_they_become_labels(sdk: SDK) -> None:
-    record(sdk, report_of(chat_body("m" * 500)))
-    models = {p.attributes[semconv.GEN_AI_RESPONSE_MODEL] for p in sdk.points("otelsse.streams")}
+    record(sdk, report_of(chat_body()), facts("m" * 500))
+    models = {p.attributes[semconv.GEN_AI_REQUEST_MODEL] for p in sdk.points("otelsse.streams")}
     assert models == {"m" * 64}
 
 
@@ -347,19 +369,19 @@ def test_refusals_are_counted_per_series_key_from_zero(sdk: SDK) -> None:
     report = StreamReport(
         "anthropic.messages", Outcome.INCOMPLETE, provider_name="anthropic", response_model="c"
     )
-    telemetry = record(sdk, report)
+    telemetry = record(sdk, report, facts("c"))
     series = {
         semconv.ROUTE: "anthropic.messages",
         semconv.SERVER_ADDRESS: "127.0.0.1",
         semconv.GEN_AI_PROVIDER_NAME: "anthropic",
-        semconv.GEN_AI_RESPONSE_MODEL: "c",
+        semconv.GEN_AI_REQUEST_MODEL: "c",
     }
     # Pre-created with the stream's series key, so the first refusal is an increase.
     assert [(p.attributes, p.value) for p in sdk.points(semconv.STREAM_REFUSALS.name)] == [
         (series, 0)
     ]
     for _ in range(2):
-        telemetry.record_metrics(dataclasses.replace(report, refusal=True), "127.0.0.1")
+        telemetry.record_metrics(dataclasses.replace(report, refusal=True), facts("c"))
     assert [(p.attributes, p.value) for p in sdk.points(semconv.STREAM_REFUSALS.name)] == [
         (series, 2)
     ]

@@ -395,7 +395,12 @@ class StreamObserver:
             return
         try:
             if self._decoder is None:
-                self._feed_decoded(chunk)
+                # Every chunk is counted, even once parsing stopped: bytes_received is the
+                # application's whole read.
+                now = time.perf_counter()
+                self.monitor.feed(chunk, now)
+                if self._tape is not None:
+                    self._tape.write(chunk, now)
             else:
                 self._decoder.write(chunk)
         except _ParsingStopped:

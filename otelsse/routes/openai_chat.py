@@ -114,7 +114,7 @@ class OpenAIChatRoute(Route):
                     if content:
                         if type(content) is not str:
                             self._on_parts(index, content, state)
-                        elif state.collect_text:
+                        else:
                             state.text(index, content)
                 reason = choice_get("finish_reason")
                 if reason is not None:

@@ -13,7 +13,7 @@ otelsse uninstrumented is the reference: the application's bytes and exceptions 
 - A body that is not valid in its ``Content-Encoding`` is the peer's fault, with one verdict for
   every client and read style, and no instrumentation error.
 - An answer that has no body by definition is no stream: a HEAD answer gets no span, and a 204,
-  205 or 304 on a streaming route is a ``protocol_error``.
+  205 on a streaming route is a ``protocol_error``, a 304 (not 2xx) an ``http_error``.
 """
 
 from __future__ import annotations
@@ -234,10 +234,15 @@ def test_a_head_answer_is_no_stream(
 
 
 @pytest.mark.parametrize(
-    ("status", "reason"), [(204, "No Content"), (205, "Reset Content"), (304, "Not Modified")]
+    ("status", "reason", "outcome"),
+    [
+        (204, "No Content", "protocol_error"),  # a 2xx that cannot carry the stream
+        (205, "Reset Content", "protocol_error"),
+        (304, "Not Modified", "http_error"),  # the server answered in HTTP's words: not 2xx
+    ],
 )
-def test_a_bodiless_status_on_a_streaming_route_is_a_protocol_error(
-    otel: Telemetry, server: SSEServer, client: Client, status: int, reason: str
+def test_a_bodiless_status_on_a_streaming_route_is_refused_at_its_headers(
+    otel: Telemetry, server: SSEServer, client: Client, status: int, reason: str, outcome: str
 ) -> None:
     url = server.route(CHAT, Reply(b"", status, reason, framing="length"))
     with uninstrumented(otel):
@@ -249,7 +254,7 @@ def test_a_bodiless_status_on_a_streaming_route_is_a_protocol_error(
     assert got.status == status
     span = otel.stream_span()
     attributes = span.attributes or {}
-    assert attributes[semconv.OUTCOME] == "protocol_error"
+    assert attributes[semconv.OUTCOME] == outcome
     assert attributes[semconv.HTTP_RESPONSE_STATUS_CODE] == status
     assert span.status.status_code is StatusCode.ERROR
     assert otel.active_streams() == 0

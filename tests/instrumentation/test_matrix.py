@@ -100,6 +100,7 @@ def error_signature(error: BaseException | None) -> list[object]:
 HISTOGRAMS = (
     (semconv.STREAM_DURATION, semconv.DURATION),
     (semconv.STREAM_TIME_TO_FIRST_EVENT, semconv.TIME_TO_FIRST_EVENT),
+    (semconv.STREAM_TIME_TO_FIRST_OUTPUT, semconv.TIME_TO_FIRST_OUTPUT),
     (semconv.STREAM_MAX_INTER_EVENT_GAP, semconv.MAX_INTER_EVENT_GAP),
     (semconv.STREAM_EVENTS, semconv.EVENT_COUNT),
     (semconv.STREAM_BYTES, semconv.BYTES_RECEIVED),
@@ -109,6 +110,9 @@ CLOCKED = {
     semconv.CHUNK_COUNT,
     semconv.TIME_TO_FIRST_BYTE,
     semconv.TIME_TO_FIRST_EVENT,
+    semconv.TIME_TO_FIRST_OUTPUT,
+    semconv.TIME_PER_OUTPUT_CHUNK,
+    semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
     semconv.MAX_INTER_EVENT_GAP,
     semconv.DURATION,
 }
@@ -118,6 +122,8 @@ FROM_HTTP = {
     semconv.SERVER_ADDRESS,
     semconv.SERVER_PORT,
     semconv.REQUEST_ID,
+    semconv.RETRY_AFTER,
+    semconv.GEN_AI_REQUEST_MODEL,
 }
 
 
@@ -157,8 +163,13 @@ def check_stream(
 
 
 def check_metrics(otel: Telemetry, span: dict[str, Any]) -> None:
-    # The metric series of this stream: the span's values for the metric attribute keys.
+    # The metric series of this stream: the span's values for the metric attribute keys; the
+    # status only where it caused the outcome.
+    outcome = span[semconv.OUTCOME]
     series = {key: span[key] for key in semconv.METRIC_ATTRIBUTES if key in span}
+    if outcome not in ("rate_limited", "http_error"):
+        series.pop(semconv.HTTP_RESPONSE_STATUS_CODE, None)
+    histogram = {key: span[key] for key in semconv.HISTOGRAM_ATTRIBUTES if key in span}
 
     assert otel.streams_by_outcome().keys() == {outcome.value for outcome in Outcome}
     assert otel.nonzero_outcomes() == {span[semconv.OUTCOME]: 1}
@@ -175,7 +186,8 @@ def check_metrics(otel: Telemetry, span: dict[str, Any]) -> None:
         assert (point.value, point.sum) == (1, span[key]), spec.name
         assert point.unit == spec.unit
         assert point.bucket_bounds == spec.buckets
-        assert point.attributes == series
+        assert point.attributes == histogram
+    check_genai_metrics(otel, span)
 
     assert otel.active_streams() == 0
     assert otel.instrumentation_errors() == 0
@@ -189,6 +201,46 @@ def check_metrics(otel: Telemetry, span: dict[str, Any]) -> None:
     # A call whose arguments never closed cannot be counted as valid.
     invalid = span[semconv.TOOL_CALL_INVALID_COUNT] + span[semconv.OPEN_ACCUMULATOR_COUNT]
     assert sum(p.value for p in calls if p.attributes[semconv.TOOL_CALL_VALID] is False) == invalid
+
+
+def check_genai_metrics(otel: Telemetry, span: dict[str, Any]) -> None:
+    """The GenAI client metrics of the call (no neighbour here): one point each, by operation,
+    provider, request model and server, for the routes with a provider."""
+    names = {spec.name for specs in semconv.GENAI_METRICS_LEGACY.values() for spec in specs}
+    points = [p for p in otel.points() if p.metric in names]
+    if semconv.GEN_AI_PROVIDER_NAME not in span:
+        assert points == []
+        return
+    call = {
+        key: span[key]
+        for key in (
+            semconv.GEN_AI_OPERATION_NAME, semconv.GEN_AI_PROVIDER_NAME,
+            semconv.GEN_AI_REQUEST_MODEL, semconv.SERVER_ADDRESS,
+        )
+        if key in span
+    }  # fmt: skip
+    assert call[semconv.GEN_AI_OPERATION_NAME] in ("chat", "generate_content")
+    (duration,) = [p for p in points if p.metric == "gen_ai.client.operation.duration"]
+    failed = span.get(semconv.ERROR_TYPE)
+    assert duration.attributes == ({**call, semconv.ERROR_TYPE: failed} if failed else call)
+    assert (duration.value, duration.sum) == (1, span[semconv.DURATION])
+    expected = {"gen_ai.client.operation.duration": 1}
+    for name, key in (
+        ("gen_ai.client.operation.time_to_first_chunk", semconv.TIME_TO_FIRST_OUTPUT),
+        ("gen_ai.client.operation.time_per_output_chunk", semconv.TIME_PER_OUTPUT_CHUNK),
+    ):
+        if key in span:
+            (point,) = [p for p in points if p.metric == name]
+            assert (point.value, point.sum, point.attributes) == (1, span[key], call)
+            expected[name] = 1
+    usage = [p for p in points if p.metric == "gen_ai.client.token.usage"]
+    for kind, key in (("input", semconv.GEN_AI_USAGE_INPUT_TOKENS),
+                      ("output", semconv.GEN_AI_USAGE_OUTPUT_TOKENS)):  # fmt: skip
+        if key in span:
+            (point,) = [p for p in usage if p.attributes[semconv.GEN_AI_TOKEN_TYPE] == kind]
+            assert (point.value, point.sum) == (1, span[key])
+            expected["gen_ai.client.token.usage"] = len(usage)
+    assert {p.metric: 0 for p in points}.keys() == expected.keys()
 
 
 def offline_attributes(route: str, body: bytes) -> dict[str, Any]:
@@ -318,7 +370,7 @@ def stall() -> Case:
 def html_502() -> Case:
     page = b"<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>\n"
     reply = Reply(page, 502, "Bad Gateway", "text/html", framing="length")
-    return Case(ROUTE_PATHS[CHAT], reply, CHAT, "protocol_error", page, status=502)
+    return Case(ROUTE_PATHS[CHAT], reply, CHAT, "http_error", page, status=502)
 
 
 def json_429() -> Case:
@@ -326,7 +378,7 @@ def json_429() -> Case:
     reply = Reply(
         error, 429, "Too Many Requests", "application/json", headers=(("Retry-After", "1"),)
     )
-    return Case(ROUTE_PATHS[ANTHROPIC], reply, ANTHROPIC, "protocol_error", error, status=429)
+    return Case(ROUTE_PATHS[ANTHROPIC], reply, ANTHROPIC, "rate_limited", error, status=429)
 
 
 PARALLEL_TOOLS = "real/openai-chat-parallel-tool-calls.sse"
@@ -419,7 +471,8 @@ def test_a_misbehaving_server(
         assert isinstance(got.data, bytes)
         assert case.decoded.startswith(got.data)  # a client may drop a partial chunk's bytes
     # A body that is not a stream is judged at its headers, before the application reads it.
-    assert spans_at_headers == [1 if case.outcome == "protocol_error" else 0]
+    at_headers = case.outcome in ("protocol_error", "http_error", "rate_limited")
+    assert spans_at_headers == [1 if at_headers else 0]
     span = check_stream(
         otel,
         server,
@@ -430,6 +483,9 @@ def test_a_misbehaving_server(
         bytes_received=None if case.status != 200 else len(got.data),
     )
     assert span.get(semconv.BUFFER_LIMIT_STAGE) == case.buffer_limit_stage
+    # The server's Retry-After (json-429 sends one) is on the span, for whoever retries.
+    retry = dict(case.reply.headers).get("Retry-After")
+    assert span.get(semconv.RETRY_AFTER) == (None if retry is None else float(retry))
 
 
 # --------------------------------------------------------------------------------------------

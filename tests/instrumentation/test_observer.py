@@ -9,7 +9,9 @@ import pytest
 
 from otelsse import semconv
 from otelsse.instrumentation import get_client
+from otelsse.instrumentation._client import RequestFields
 from otelsse.instrumentation._observer import Settings, Watch
+from otelsse.routes import get_route
 from otelsse.telemetry import Telemetry
 from tests._otel import Telemetry as SDK
 
@@ -49,11 +51,19 @@ def test_watch_expects_sse_only_on_streaming_routes(
     assert (watch.span is not None) is expects
     if watch.span is not None:
         watch.span.end()
-        assert dict(sdk.stream_span().attributes or {}) == {
+        # What samplers see at the start: the route, its provider and operation, the server,
+        # and the request model where the URL names it (Gemini; others name it in the body).
+        declared = get_route(route)
+        started = {
             semconv.ROUTE: route,
+            semconv.GEN_AI_PROVIDER_NAME: declared.provider,
+            semconv.GEN_AI_OPERATION_NAME: declared.operation,
             semconv.SERVER_ADDRESS: "h",
             semconv.SERVER_PORT: 80,
         }
+        if route == "gemini.generate_content":
+            started[semconv.GEN_AI_REQUEST_MODEL] = "g"
+        assert dict(sdk.stream_span().attributes or {}) == started
 
 
 def watch_url(
@@ -66,7 +76,7 @@ def watch_url(
         target,
         target.path,
         target.query.decode(),
-        stream_asked=lambda: stream_asked,
+        body=lambda: RequestFields(stream_asked, None),
         accept=lambda: accept,
     )
 

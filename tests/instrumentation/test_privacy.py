@@ -321,7 +321,7 @@ SCENARIOS: dict[str, Scenario] = {
         CHAT_PATH, "openai.chat_completions", chat_truncated, "truncated", cut_after="cut-event"
     ),
     "chat-html-502": Scenario(
-        CHAT_PATH, "openai.chat_completions", html_page, "protocol_error", 502, "text/html"
+        CHAT_PATH, "openai.chat_completions", html_page, "http_error", 502, "text/html"
     ),
     "responses-complete": Scenario(
         "/v1/responses", "openai.responses", responses_complete, "complete"

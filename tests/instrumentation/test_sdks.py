@@ -494,6 +494,10 @@ def assert_recorded(
     assert attributes[semconv.OUTCOME] == outcome
     assert attributes.get(semconv.STOP_REASON) == stop_reason
     assert attributes[semconv.GEN_AI_RESPONSE_MODEL] == model
+    # The request's model, read from its body: the SDKs here ask for gpt-x or claude-x.
+    requested = attributes[semconv.GEN_AI_REQUEST_MODEL]
+    assert requested == ("claude-x" if route.startswith("anthropic") else "gpt-x")
+    assert attributes[semconv.GEN_AI_OPERATION_NAME] == "chat"
     if outcome in semconv.ERROR_OUTCOMES:
         assert span.status.status_code is StatusCode.ERROR
     else:
@@ -506,7 +510,10 @@ def assert_recorded(
     assert duration.value == 1
     assert duration.attributes[semconv.ROUTE] == route
     assert duration.attributes[semconv.OUTCOME] == outcome
-    assert duration.attributes[semconv.GEN_AI_RESPONSE_MODEL] == model
+    # The budget: histograms carry route, provider and outcome, never a model or a host.
+    assert set(duration.attributes) <= set(semconv.HISTOGRAM_ATTRIBUTES)
+    (counted,) = [p for p in telemetry.points(semconv.STREAMS.name) if p.value]
+    assert counted.attributes[semconv.GEN_AI_REQUEST_MODEL] == requested
     (first_event,) = telemetry.points(semconv.STREAM_TIME_TO_FIRST_EVENT.name)
     assert first_event.value == 1
     (size,) = telemetry.points(semconv.STREAM_BYTES.name)
