@@ -476,7 +476,8 @@ MAX_STATUS_CODES = 20
 #: use the same admitted keys.
 MAX_SERIES_KEYS = 50
 #: Distinct (series key, outcome, stop reason or HTTP status) sets on ``otelsse.streams``. A
-#: later one is counted under its route's overflow key, its stop reason ``OVERFLOW_VALUE``.
+#: later one is counted under its route's overflow key, its stop reason ``OVERFLOW_VALUE`` and
+#: without its status.
 MAX_STOP_REASON_SERIES = 200
 #: Provider-sent metric attribute values (model, stop reason) are cut to this many characters.
 MAX_METRIC_VALUE_CHARS = 64
@@ -510,8 +511,8 @@ def max_series(spec: MetricSpec, *, routes: int, outcomes: int) -> int:
     if spec == STREAMS:
         # Every key with every outcome and neither a stop reason nor a status (rate_limited:
         # its 429), the admitted sets, and the refused ones under each route's overflow key:
-        # an outcome with stop reason _OTHER, or http_error with one of the capped statuses.
-        return outcomes * keys + MAX_STOP_REASON_SERIES + routes * (outcomes + MAX_STATUS_CODES + 1)
+        # an outcome with stop reason _OTHER (a refused http_error keeps no status).
+        return outcomes * keys + MAX_STOP_REASON_SERIES + routes * outcomes
     if spec.name in GENAI_NAMES:
         per_key = {
             *GENAI_METRICS_LEGACY[DURATION_METRIC], *GENAI_METRICS_LATEST[DURATION_METRIC],

@@ -313,12 +313,10 @@ class Telemetry:
         # up to a bound; past it they fold into the route's overflow key.
         plain = s.STOP_REASON not in point and outcome != Outcome.HTTP_ERROR.value
         if not plain and not self._stop_reason_series.admit(_key(point)):
-            folded = {**_overflow(series), s.OUTCOME: outcome}
-            if s.STOP_REASON in point:
-                folded[s.STOP_REASON] = OTHER
-            if s.HTTP_RESPONSE_STATUS_CODE in point:
-                folded[s.HTTP_RESPONSE_STATUS_CODE] = point[s.HTTP_RESPONSE_STATUS_CODE]
-            point = folded
+            # The outcome survives; a folded http_error loses its status (an int has no _OTHER).
+            point = {**_overflow(series), s.OUTCOME: outcome}
+            if report.stop_reason is not None:
+                point[s.STOP_REASON] = OTHER
         self._streams.add(1, point)
         histogram_point: MetricAttributes = {s.ROUTE: report.route, s.OUTCOME: outcome}
         if report.provider_name is not None:

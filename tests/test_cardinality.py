@@ -22,7 +22,7 @@ from opentelemetry.sdk.metrics._internal._view_instrument_match import (
 from otelsse import semconv
 from otelsse.monitor import Outcome, StreamReport
 from otelsse.routes import AUTO, BUILT_IN
-from otelsse.telemetry import OTHER, Telemetry
+from otelsse.telemetry import OTHER, CallFacts, Telemetry
 from tests._otel import Point
 from tests._otel import Telemetry as SDK
 
@@ -33,6 +33,11 @@ STREAMS = 6000
 HOSTS = [f"host-{i}.example.test" for i in range(300)]
 MODELS = [f"model-{i}" for i in range(300)]
 STOP_REASONS = [f"stop-{i}" for i in range(100)]
+#: Statuses an http_error can have (a 429 is rate_limited).
+HTTP_ERRORS = [status for status in range(400, 600) if status != 429]
+#: Every instrument a stream can record: otelsse's and the GenAI client metrics (either set).
+INSTRUMENTS = (*semconv.METRICS, *semconv.GENAI_METRICS)
+Fed = list[tuple[StreamReport, CallFacts]]
 
 
 def worst_case(spec: semconv.MetricSpec) -> int:
@@ -58,9 +63,13 @@ def report(rng: random.Random, outcome: Outcome) -> StreamReport:
         outcome,
         stop_reason=rng.choice([None, *STOP_REASONS]),
         provider_name=route.provider,
-        response_model=rng.choice(MODELS) if route.provider else None,
+        operation_name=route.operation,
         duration=rng.random() * 60,
         time_to_first_event=rng.random(),
+        time_to_first_output=rng.random(),
+        time_per_output_chunk=rng.random() / 10,
+        input_tokens=rng.randrange(10_000),
+        output_tokens=rng.randrange(1_000),
         max_inter_event_gap=rng.random(),
         event_count=rng.randrange(500),
         bytes_received=rng.randrange(100_000),
@@ -71,54 +80,89 @@ def report(rng: random.Random, outcome: Outcome) -> StreamReport:
     )
 
 
-@pytest.fixture(scope="module")
-def load() -> tuple[SDK, list[tuple[StreamReport, str]]]:
-    """``STREAMS`` finished streams through one ``Telemetry``, round-robin over the outcomes."""
+def call(rng: random.Random, stream: StreamReport) -> CallFacts:
+    """A call to one of hundreds of hosts and models; an HTTP failure with any status."""
+    status = rng.choice(HTTP_ERRORS) if stream.outcome is Outcome.HTTP_ERROR else 200
+    return CallFacts(rng.choice(HOSTS), rng.choice(MODELS), status)
+
+
+@pytest.fixture(scope="module", params=["legacy", "latest"])
+def load(request: pytest.FixtureRequest) -> tuple[SDK, Fed]:
+    """``STREAMS`` finished streams through one ``Telemetry``, round-robin over the outcomes,
+    with either set of GenAI metric names."""
     sdk = SDK()
-    telemetry = Telemetry(sdk.tracer_provider, sdk.meter_provider)
+    opt_in = semconv.GENAI_LATEST if request.param == "latest" else None
+    telemetry = Telemetry(sdk.tracer_provider, sdk.meter_provider, semconv_opt_in=opt_in)
     rng = random.Random(20261202)
-    fed = [(report(rng, OUTCOMES[i % len(OUTCOMES)]), rng.choice(HOSTS)) for i in range(STREAMS)]
-    for stream, host in fed:
-        telemetry.record_metrics(stream, host)
+    streams = [report(rng, OUTCOMES[i % len(OUTCOMES)]) for i in range(STREAMS)]
+    fed = [(stream, call(rng, stream)) for stream in streams]
+    for stream, facts in fed:
+        telemetry.record_metrics(stream, facts)
     return sdk, fed
 
 
 def test_the_documented_limit_is_the_sdk_default_and_every_worst_case_is_well_inside() -> None:
     assert semconv.SDK_CARDINALITY_LIMIT == _DEFAULT_CARDINALITY_LIMIT
-    for spec in semconv.METRICS:
-        assert worst_case(spec) <= semconv.SDK_CARDINALITY_LIMIT // 2, spec.name
+    for spec in INSTRUMENTS:
+        assert worst_case(spec) <= semconv.SDK_CARDINALITY_LIMIT * 2 // 3, spec.name
     # Registered routes add to the worst case, slowly: dozens still fit under the SDK's limit.
-    for spec in semconv.METRICS:
-        with_many_routes = semconv.max_series(spec, routes=40, outcomes=len(Outcome))
+    for spec in INSTRUMENTS:
+        with_many_routes = semconv.max_series(spec, routes=30, outcomes=len(Outcome))
         assert with_many_routes < semconv.SDK_CARDINALITY_LIMIT, spec.name
 
 
 def test_no_point_overflows_and_every_instrument_stays_within_its_worst_case(
-    load: tuple[SDK, list[tuple[StreamReport, str]]],
+    load: tuple[SDK, Fed],
 ) -> None:
-    sdk, _ = load
+    sdk, fed = load
     assert [p for p in sdk.points() if OVERFLOW in p.attributes] == []
-    for spec in semconv.METRICS:
+    for spec in INSTRUMENTS:
         assert series_count(sdk, spec) <= worst_case(spec), spec.name
     # The load really did exhaust every cap: the overflow values are in use.
     points = sdk.points(semconv.STREAMS.name)
-    for key in (semconv.SERVER_ADDRESS, semconv.GEN_AI_RESPONSE_MODEL, semconv.STOP_REASON):
+    for key in (semconv.SERVER_ADDRESS, semconv.GEN_AI_REQUEST_MODEL, semconv.STOP_REASON):
         assert OTHER in {p.attributes.get(key) for p in points}, key
+    # Statuses: only the first MAX_STATUS_CODES distinct ones ever label a point.
+    labelled = {p.attributes.get(semconv.HTTP_RESPONSE_STATUS_CODE) for p in points}
+    failed = [facts.status_code for stream, facts in fed if stream.outcome is Outcome.HTTP_ERROR]
+    admitted = set(list(dict.fromkeys(failed))[: semconv.MAX_STATUS_CODES])
+    assert len(set(failed)) > semconv.MAX_STATUS_CODES
+    assert labelled - {None, 429} <= admitted
+    assert len(labelled - {None, 429}) > semconv.MAX_STATUS_CODES // 2
+    # And the GenAI metrics ride on the same admitted keys.
+    genai = [p for p in sdk.points() if p.metric in semconv.GENAI_NAMES]
+    assert OTHER in {p.attributes.get(semconv.GEN_AI_REQUEST_MODEL) for p in genai}
 
 
 def test_every_stream_is_counted_under_its_own_outcome(
-    load: tuple[SDK, list[tuple[StreamReport, str]]],
+    load: tuple[SDK, Fed],
 ) -> None:
     sdk, fed = load
     expected = Counter(stream.outcome.value for stream, _ in fed)
     assert by(sdk.points(semconv.STREAMS.name), semconv.OUTCOME) == expected
-    # The histograms share the streams' attributes: each one counts every stream by outcome.
+    # The histograms count every stream by outcome too.
     assert by(sdk.points(semconv.STREAM_DURATION.name), semconv.OUTCOME) == expected
     assert by(sdk.points(semconv.STREAM_BYTES.name), semconv.OUTCOME) == expected
+    # Every call on a route with a provider has one GenAI duration, failed ones their outcome.
+    durations = [
+        p for p in sdk.points() if p.metric in {"gen_ai.client.operation.duration",
+                                                "gen_ai.client.inference.duration"}
+    ]  # fmt: skip
+    provided = [stream for stream, _ in fed if stream.provider_name]
+    assert sum(p.value for p in durations) == len(provided)
+    failed = Counter(
+        stream.outcome.value
+        for stream in provided
+        if stream.outcome.value in semconv.ERROR_OUTCOMES
+    )
+    assert (
+        by([p for p in durations if semconv.ERROR_TYPE in p.attributes], semconv.ERROR_TYPE)
+        == failed
+    )
 
 
 def test_tool_calls_and_refusals_are_all_counted(
-    load: tuple[SDK, list[tuple[StreamReport, str]]],
+    load: tuple[SDK, Fed],
 ) -> None:
     sdk, fed = load
     tool_calls = sdk.points(semconv.TOOL_CALLS.name)
@@ -165,17 +209,15 @@ def test_truncations_stay_visible_after_two_hundred_endpoint_and_model_pairs() -
                 Outcome.COMPLETE,
                 stop_reason="stop",
                 provider_name="openai",
-                response_model=model,
             )
-            telemetry.record_metrics(complete, host)
+            telemetry.record_metrics(complete, CallFacts(host, model))
     for i in range(10):
         truncated = StreamReport(
             "openai.chat_completions",
             Outcome.TRUNCATED,
             provider_name="openai",
-            response_model=MODELS[i],
         )
-        telemetry.record_metrics(truncated, HOSTS[i % 4])
+        telemetry.record_metrics(truncated, CallFacts(HOSTS[i % 4], MODELS[i]))
     assert [p for p in sdk.points() if OVERFLOW in p.attributes] == []
     assert sdk.streams_by_outcome()[Outcome.TRUNCATED.value] == 10
 
@@ -189,24 +231,23 @@ def test_zero_outcomes_only_for_the_first_series_keys_and_later_keys_keep_their_
             "anthropic.messages",
             Outcome.TRUNCATED,
             provider_name="anthropic",
-            response_model=MODELS[i],
         )
-        telemetry.record_metrics(stream, "api.anthropic.test")
+        telemetry.record_metrics(stream, CallFacts("api.anthropic.test", MODELS[i]))
     points = sdk.points(semconv.STREAMS.name)
     zero_keys = {
-        p.attributes[semconv.GEN_AI_RESPONSE_MODEL]
+        p.attributes[semconv.GEN_AI_REQUEST_MODEL]
         for p in points
         if p.attributes[semconv.OUTCOME] == Outcome.COMPLETE.value
     }
     assert zero_keys == set(MODELS[: semconv.MAX_SERIES_KEYS])
-    overflow = [p for p in points if p.attributes[semconv.GEN_AI_RESPONSE_MODEL] == OTHER]
+    overflow = [p for p in points if p.attributes[semconv.GEN_AI_REQUEST_MODEL] == OTHER]
     assert [(p.attributes, p.value) for p in overflow] == [
         (
             {
                 semconv.ROUTE: "anthropic.messages",
                 semconv.SERVER_ADDRESS: OTHER,
                 semconv.GEN_AI_PROVIDER_NAME: "anthropic",
-                semconv.GEN_AI_RESPONSE_MODEL: OTHER,
+                semconv.GEN_AI_REQUEST_MODEL: OTHER,
                 semconv.OUTCOME: Outcome.TRUNCATED.value,
             },
             extra,
@@ -218,7 +259,7 @@ def test_server_addresses_are_capped_like_model_names() -> None:
     sdk = SDK()
     telemetry = Telemetry(sdk.tracer_provider, sdk.meter_provider, max_server_addresses=3)
     for host in HOSTS[:5]:
-        telemetry.record_metrics(StreamReport("generic", Outcome.EOF_UNVERIFIED), host)
+        telemetry.record_metrics(StreamReport("generic", Outcome.EOF_UNVERIFIED), CallFacts(host))
         telemetry.stream_started({semconv.ROUTE: "generic", semconv.SERVER_ADDRESS: host})
     for spec in (semconv.STREAMS, semconv.STREAMS_ACTIVE):
         hosts = {p.attributes[semconv.SERVER_ADDRESS] for p in sdk.points(spec.name) if p.value}

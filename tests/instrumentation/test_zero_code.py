@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -247,14 +248,18 @@ def test_uninstrument_restores_the_original_functions() -> None:
 
 
 def test_instrumenting_twice_observes_each_stream_once(
-    server: SSEServer, otel: Telemetry, client: Client
+    server: SSEServer, otel: Telemetry, client: Client, caplog: pytest.LogCaptureFixture
 ) -> None:
     patched = current(ALL_PATCHED)
     second = Telemetry()
+    caplog.set_level(logging.DEBUG)
     try:
         second.install()  # a second instrument(), with other providers: ignored
         otel.install()  # and again with the same ones
         assert current(ALL_PATCHED) == patched  # nothing wrapped twice
+        # and silently: OpenTelemetry's "already instrumented" warning is not what idempotent
+        # means
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO] == []
         stream(client, server.url(CHAT_PATH))
     finally:
         second.tracer_provider.shutdown()
