@@ -675,6 +675,62 @@ ATTRIBUTE_SPECS: dict[str, AttributeSpec] = {
         "From request send to the read that completed the first SSE event. Absent when no event "
         "arrived.",
     ),
+    TIME_TO_FIRST_OUTPUT: AttributeSpec(
+        "double", "s",
+        "From request send to the read that brought the first piece of model output: text, "
+        "reasoning or refusal text, a client tool call or its arguments (the time to first "
+        "token a user waits for; an OpenAI role chunk or Anthropic `message_start` is an event, "
+        "not output). Absent when no output arrived.",
+    ),
+    TIME_PER_OUTPUT_CHUNK: AttributeSpec(
+        "double", "s",
+        "Mean time between pieces of model output after the first: (last output read - first "
+        "output read) / (pieces - 1). Absent with fewer than two pieces.",
+    ),
+    OUTPUT_DELTA_COUNT: AttributeSpec(
+        "int", "{chunk}",
+        "Pieces of model output (what `otelsse.time_to_first_output` waits for): non-empty "
+        "text, reasoning and refusal deltas, client tool calls opened and argument fragments.",
+    ),
+    RETRY_AFTER: AttributeSpec(
+        "double", "s",
+        "On a stream refused at its headers (`rate_limited`, `http_error`): the seconds the "
+        "server asked the caller to wait, from `retry-after-ms` or `Retry-After` (seconds or an "
+        "HTTP-date). Absent when not sent or not believable (negative, over a day).",
+    ),
+    GENAI_NEIGHBOUR: AttributeSpec(
+        "string", "",
+        "The instrumentation scope of another instrumentation's GenAI span this call ran under "
+        "(e.g. `opentelemetry.util.genai.handler` for openai-v2, `com.anthropic.sdk.python`): "
+        "otelsse then leaves to it what it owns (docs/neighbours.md). Absent otherwise.",
+    ),
+    RECORDING_ID: AttributeSpec(
+        "string", "",
+        "The flight recorder's id of this stream's redacted skeleton (docs/recorder.md); "
+        "`otelsse inspect` replays it. Absent when no recorder is configured or the stream was "
+        "not kept.",
+    ),
+    GEN_AI_OPERATION_NAME: AttributeSpec(
+        "string", "",
+        "OTel GenAI convention: the operation of the route's calls (`chat`, "
+        "`generate_content`), set when the span starts. Absent on the generic route.",
+    ),
+    GEN_AI_REQUEST_MODEL: AttributeSpec(
+        "string", "",
+        "OTel GenAI convention: the model the request asked for, from the JSON body's `model` "
+        "field (read by a regular expression, never parsed; message text cannot match) or "
+        "Gemini's URL path; set when the span starts. Absent when the request named none or "
+        "was not on a known route. On metrics it is capped and cut (see the caps below).",
+    ),
+    GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: AttributeSpec(
+        "double", "s",
+        "OTel GenAI convention: the same value as `otelsse.time_to_first_output`. Absent on "
+        "the generic route, without output, and when a GenAI neighbour records it itself.",
+    ),
+    GEN_AI_TOKEN_TYPE: AttributeSpec(
+        "string", "",
+        "OTel GenAI convention, metric `gen_ai.client.token.usage` only: `input` or `output`.",
+    ),
     MAX_INTER_EVENT_GAP: AttributeSpec(
         "double", "s",
         "Longest time between two reads that completed events (0 when all events came in one "
@@ -688,7 +744,9 @@ ATTRIBUTE_SPECS: dict[str, AttributeSpec] = {
     HTTP_RESPONSE_STATUS_CODE: AttributeSpec(
         "int", "",
         "OTel HTTP convention: the response's status code. Absent when the request failed before "
-        "any response (connection error, connect timeout).",
+        "any response (connection error, connect timeout). On `otelsse.streams` only for "
+        f"`rate_limited` (429) and `http_error` (the first {MAX_STATUS_CODES} distinct codes), "
+        "where the status is the outcome's cause.",
     ),
     SERVER_ADDRESS: AttributeSpec(
         "string", "",
@@ -703,7 +761,7 @@ ATTRIBUTE_SPECS: dict[str, AttributeSpec] = {
     ERROR_TYPE: AttributeSpec(
         "string", "",
         "OTel convention: the outcome, set only for the outcomes in `ERROR_OUTCOMES` (the span "
-        "status is then ERROR). Absent otherwise.",
+        "status is then ERROR), on the span and on the GenAI duration metric. Absent otherwise.",
     ),
     GEN_AI_PROVIDER_NAME: AttributeSpec(
         "string", "",
@@ -737,13 +795,15 @@ ATTRIBUTE_SPECS: dict[str, AttributeSpec] = {
         "int", "{token}",
         "OTel GenAI convention: input tokens from the stream's last usage report. Absent when "
         "the stream carried none (OpenAI chat sends usage only when the request asks for "
-        "`stream_options.include_usage`).",
+        "`stream_options.include_usage`), and beside a GenAI neighbour, whose span has it: "
+        "usage is never on two spans of one call.",
     ),
     GEN_AI_USAGE_OUTPUT_TOKENS: AttributeSpec(
         "int", "{token}",
         "OTel GenAI convention: output tokens from the stream's last usage report. Absent when "
         "the stream carried none, including an Anthropic stream cut before `message_delta` "
-        "(`message_start`'s count is a placeholder, never reported).",
+        "(`message_start`'s count is a placeholder, never reported), and beside a GenAI "
+        "neighbour.",
     ),
     REQUEST_ID: AttributeSpec(
         "string", "",
@@ -786,6 +846,8 @@ INSTRUMENTATION_STAGE_DESCRIPTIONS: dict[str, str] = {
     "outcome `internal_error`",
     "stream_finished": "decrementing `otelsse.streams.active`",
     "record_metrics": "recording the stream's metric points",
+    "record": "the flight recorder keeping a stream's skeleton (its disk full, say); the stream "
+    "is reported as it ended, without a recording",
 }
 
 
