@@ -36,10 +36,14 @@ Decisions where readers of the spec have disagreed, each with a named test:
   long, and the bound keeps ``int()`` cheap and far from Python's 4300-digit int-string limit,
   where it would raise. It takes effect when its line is processed, so a ``retry`` in an event
   still pending is in force (``SSEParser.retry``) before dispatch.
-- At EOF the pending event is discarded, never dispatched; ``discarded_event`` says so.
+- At EOF the pending event is discarded, never dispatched; ``discarded_event`` says so. Invalid
+  UTF-8 in its bytes (and in an unterminated last line) is counted all the same, except a
+  multi-byte sequence cut by EOF: that is truncation, reported by ``pending_line_chars``.
 """
 
 from __future__ import annotations
+
+import codecs
 
 from .._exceptions import ParserClosedError
 from .decode import REPLACEMENT_BYTES, Utf8Decoder
@@ -151,7 +155,8 @@ class SSEParser:
 
     @property
     def invalid_utf8_count(self) -> int:
-        """Invalid UTF-8 sequences replaced by U+FFFD so far."""
+        """Invalid UTF-8 sequences replaced by U+FFFD so far (after ``close()``, also those in
+        the bytes no event dispatched)."""
         return self._decoder.invalid_count
 
     @property
@@ -314,7 +319,23 @@ class SSEParser:
             # Would a blank line here have dispatched an event? Only if a complete data line waits.
             complete = tail[: last_lf + 1]
             self.discarded_event = _has_data_line(complete)
+            self._count_invalid_pending(tail)
         return []
+
+    def _count_invalid_pending(self, tail: bytes) -> None:
+        """Count the invalid UTF-8 in bytes no event dispatched: still corruption of the body.
+
+        A multi-byte sequence cut by the end of the stream is not counted: the stream was cut
+        mid-character (truncation, which the pending line reports), the bytes were not wrong. A
+        non-final incremental decode holds exactly that sequence back instead of replacing it.
+        """
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        text = decoder.decode(tail)
+        cut = decoder.getstate()[0]
+        if cut[:1] == b"\xed" and cut[1:2] >= b"\xa0":
+            # CPython also holds back ED A0..BF, a surrogate's start: no byte could complete it.
+            text += cut.decode("utf-8", "replace")
+        self._decoder.invalid_count += text.count("\ufffd") - tail.count(REPLACEMENT_BYTES)
 
     def stop(self, stage: str, *, events_used: int | None = None) -> None:
         """Stop parsing because a ceiling named ``stage`` was breached (here or downstream).

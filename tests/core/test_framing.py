@@ -190,6 +190,55 @@ def test_a_valid_replacement_character_is_not_counted_as_invalid_utf8() -> None:
     assert parser.invalid_utf8_count == 1
 
 
+@pytest.mark.parametrize(
+    ("stream", "invalid"),
+    [
+        # An unterminated last line: never decoded as an event, still corrupt bytes in the body.
+        (b"data: a\n\ndata: b\xffc", 1),
+        (b"data: \xfe\xff", 2),
+        # A complete line of the event still pending at EOF.
+        (b"data: a\n\ndata: \xff\nid: 1\n", 1),
+        # Only the invalid bytes count: a valid U+FFFD in the pending line is data.
+        (b"data: \xef\xbf\xbd\xff", 1),
+        # Invalid bytes before a sequence cut by EOF: the bytes count, the cut does not.
+        (b"data: \xff\xe2\x82", 1),
+        # Corrupt bytes in a dispatched event and in the pending line add up.
+        (b"data: \xff\n\ndata: \xff", 2),
+        # A surrogate (ED A0..) or an overlong form (E0 80..) is invalid before it ends: the
+        # decoder knows at its second byte, so EOF there does not make it a cut character.
+        (b"data: \xed\xa0", 2),
+        (b"data: \xe0\x80", 2),
+    ],
+)
+def test_invalid_utf8_still_pending_at_eof_is_counted(stream: bytes, invalid: int) -> None:
+    """The body is decoded whole ("UTF-8 decode"), so invalid bytes count whether or not a line
+    end or a blank line followed them; the count does not depend on the chunking."""
+    _, parser = assert_split_invariant(stream)
+    assert parser.invalid_utf8_count == invalid
+    assert parser.pending_event_chars > 0
+
+
+@pytest.mark.parametrize(
+    "char", ["\u00e9", "\u20ac", "\U0001f600", "\ufffd"], ids=["2-byte", "3-byte", "4-byte", "fffd"]
+)
+def test_a_character_cut_by_eof_is_truncation_not_invalid_utf8(char: str) -> None:
+    """A stream cut mid-character is truncated (the pending line says so), not corrupt: the
+    bytes that arrived are a valid start of a character the end of the stream cut off."""
+    encoded = char.encode()
+    for kept in range(1, len(encoded)):
+        stream = b"data: ok\n\ndata: <" + encoded[:kept]
+        _, parser = assert_split_invariant(stream)
+        assert parser.invalid_utf8_count == 0, (char, kept)
+        assert parser.pending_line_chars > 0, (char, kept)
+
+
+def test_a_partial_bom_alone_at_eof_is_a_cut_character() -> None:
+    """EF or EF BB and then EOF: the start of a BOM (or of any character) cut by the end."""
+    for stream in (b"\xef", b"\xef\xbb"):
+        _, parser = assert_split_invariant(stream)
+        assert parser.invalid_utf8_count == 0, stream
+
+
 def test_a_multibyte_character_split_across_feeds_decodes_at_every_offset() -> None:
     """Decoding is of the stream, not of each read: a character cut by a read boundary survives."""
     for char in ("\u00e9", "\u20ac", "\U0001f600", "\u2028"):
