@@ -28,7 +28,15 @@ from tests._helpers import parser_state
 
 #: Report fields that depend on the clock, and ``chunk_count`` (on the chunking, by definition).
 UNCOMPARED = frozenset(
-    {"time_to_first_byte", "time_to_first_event", "max_inter_event_gap", "duration", "chunk_count"}
+    {
+        "time_to_first_byte",
+        "time_to_first_event",
+        "time_to_first_output",
+        "time_per_output_chunk",
+        "max_inter_event_gap",
+        "duration",
+        "chunk_count",
+    }
 )
 
 Chunking = tuple[str, list[bytes]]

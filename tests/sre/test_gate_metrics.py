@@ -369,7 +369,7 @@ def test_the_run_ends_calls_in_every_final_state(observed: Observed) -> None:
     assert states[ToolCallState.POLICY_APPROVED] >= 1  # no executor for read_file
     assert states[ToolCallState.EXECUTED] >= 4
     faults = {result.fault for result in observed.results}
-    assert {"truncated", "payload_error", "duplicate_tool_call_id", "protocol_error"} <= faults
+    assert {"truncated", "payload_error", "duplicate_tool_call_id", "rate_limited"} <= faults
 
 
 # -- the scrape ---------------------------------------------------------------------------------
