@@ -51,7 +51,7 @@ EXPECTED_OUTCOME: dict[str, str] = {
     "truncated": "truncated",  # the connection closes mid-stream
     "provider_error": "provider_error",  # an error event inside a 200 stream
     "timeout": "timeout",  # the stream stalls past the client's read timeout
-    "rate_limited": "protocol_error",  # HTTP 429 with a JSON body on a streaming route
+    "rate_limited": "rate_limited",  # HTTP 429, a JSON body and Retry-After, on a streaming route
 }
 SCENARIOS: tuple[str, ...] = tuple(EXPECTED_OUTCOME)
 
@@ -512,7 +512,8 @@ class FakeProvider:
         request_id_header = "request-id" if route == "anthropic.messages" else "x-request-id"
         if scenario == "rate_limited":
             reply = _error_reply(429, "rate_limit_exceeded", "Rate limit reached; retry later.")
-            return reply._replace(headers=[*reply.headers, (request_id_header, request_id)])
+            headers = [*reply.headers, ("retry-after", "1"), (request_id_header, request_id)]
+            return reply._replace(headers=headers)
         rng = self._random
         path_model = _PATH_MODEL.search(path)
         model = (
