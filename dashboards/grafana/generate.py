@@ -3,15 +3,19 @@
 The committed ``dashboards/otelsse-overview.json`` is this script's output; a test checks that they
 match, so edit this file and run ``python dashboards/grafana/generate.py`` (``--check`` only
 compares). Queries use the series names the OpenTelemetry Prometheus exporter and the Collector's
-default OTLP translation (``UnderscoreEscapingWithSuffixes``) produce from ``otelsse.semconv``.
+default OTLP translation (``UnderscoreEscapingWithSuffixes``) produce from ``otelsse.semconv``;
+each one filters on exactly the dashboard variables its metric has labels for. The runbook links
+and the alerts they name come from ``dashboards/prometheus/generate_rules.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from otelsse import semconv
@@ -21,7 +25,23 @@ OUTPUT = Path(__file__).parent / "dashboards" / "otelsse-overview.json"
 
 Json = dict[str, Any]
 
+
+def _load_rules() -> ModuleType:
+    """The Prometheus rule generator: its runbook base URL and which alert watches what."""
+    path = Path(__file__).resolve().parents[1] / "prometheus" / "generate_rules.py"
+    spec = importlib.util.spec_from_file_location("generate_rules", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+RULES = _load_rules()
+
 DATASOURCE: Json = {"type": "prometheus", "uid": "${datasource}"}
+#: The traces data source the failing-streams links open (the compose stack provisions Jaeger).
+TRACES_TYPE = "jaeger"
 RATE = "$__rate_interval"
 RANGE = "$__range"
 
@@ -31,33 +51,55 @@ TOOL_CALLS = "otelsse_tool_calls_total"
 REFUSALS = "otelsse_stream_refusals_total"
 INSTRUMENTATION_ERRORS = "otelsse_instrumentation_errors_total"
 TTFE = "otelsse_stream_time_to_first_event_seconds_bucket"
+TTFO = "otelsse_stream_time_to_first_output_seconds_bucket"
 DURATION = "otelsse_stream_duration_seconds_bucket"
 GAP = "otelsse_stream_max_inter_event_gap_seconds_bucket"
 EVENTS = "otelsse_stream_events_bucket"
 BYTES = "otelsse_stream_bytes_bucket"
 #: The tool gate's counter (``semconv.GATE_CALLS``): by final state, tool name and error type.
 GATE_CALLS = "otelsse_gate_calls_total"
+STATUS = semconv.prometheus_label(semconv.HTTP_RESPONSE_STATUS_CODE)
 
-#: Template variables after ``datasource``, in chain order: (name, label, Prometheus label).
+#: Template variables after the data sources, in chain order: (name, label, Prometheus label).
 VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("job", "Job", "job"),
     ("route", "Route", "otelsse_route"),
     ("provider", "Provider", "gen_ai_provider_name"),
     ("server_address", "Server", "server_address"),
-    ("model", "Model", "gen_ai_response_model"),
+    ("model", "Model", semconv.prometheus_label(semconv.GEN_AI_REQUEST_MODEL)),
 )
-_STREAM_LABELS = tuple(label for _, _, label in VARIABLES)
-#: The filter labels each metric really carries: ``otelsse.streams.active`` has only route and
-#: server, the instrumentation-error counter only its stage (plus the scrape's ``job``).
-_FILTER_LABELS: dict[str, tuple[str, ...]] = {
-    ACTIVE: ("job", "otelsse_route", "server_address"),
-    INSTRUMENTATION_ERRORS: ("job",),
-    GATE_CALLS: ("job",),
-}
 _VARIABLE_OF = {label: name for name, _, label in VARIABLES}
 
-#: Server-side failure outcomes (span status ERROR), in the order the failure row shows them,
-#: with what each means and what the on-call engineer should look at first.
+
+def _labels() -> dict[str, frozenset[str]]:
+    """Series name -> the labels it carries (its attributes, and the scrape's ``job``)."""
+    labels = {}
+    for spec in (*semconv.METRICS, *semconv.GENAI_METRICS, *semconv.GATE_METRICS):
+        carried = frozenset({"job", *map(semconv.prometheus_label, spec.attributes)})
+        for series in semconv.prometheus_series(spec):
+            labels[series] = carried
+    return labels
+
+
+LABELS = _labels()
+
+
+def _series(spec: semconv.MetricSpec, suffix: str) -> str:
+    [name] = [name for name in semconv.prometheus_series(spec) if name.endswith(suffix)]
+    return name
+
+
+#: The GenAI client metrics under both names (``semconv.genai_metrics``): a query reads
+#: whichever set the application emits, ``or`` the other.
+GENAI = {
+    measure: tuple(
+        table[measure] for table in (semconv.GENAI_METRICS_LEGACY, semconv.GENAI_METRICS_LATEST)
+    )
+    for measure in semconv.GENAI_MEASURES
+}
+
+#: Every error outcome (span status ERROR), in the order the failure row shows them, with what
+#: it means and what the on-call engineer should look at first.
 FAILURES: tuple[tuple[str, str, str], ...] = (
     (
         "truncated",
@@ -66,30 +108,44 @@ FAILURES: tuple[tuple[str, str, str], ...] = (
         "answer that can look complete.",
         "Check proxies and load balancers for idle/response timeouts shorter than the longest "
         "streams (compare with the duration p99 and the max inter-event gap), connection resets, "
-        "and provider incidents. Split by route and server, then open a truncated trace "
-        "(otelsse.outcome=truncated) to see what was pending.",
-    ),
-    (
-        "timeout",
-        "Streams where the client's own read deadline fired mid-stream.",
-        "Compare the client read timeout with the max inter-event gap and time-to-first-event "
-        "p99: reasoning models can stay silent for minutes. Raise the deadline or find why the "
-        "provider slowed down (status page, model).",
+        "and provider incidents. Split by route and server, then open the failing streams from "
+        "the table below.",
     ),
     (
         "provider_error",
         "Streams where the provider reported an error inside the stream (event: error, an error "
-        "object, response.failed), e.g. overloaded or rate limited mid-answer.",
+        "object, response.failed), e.g. overloaded mid-answer.",
         "Check the provider status page and split by model and server. Callers should retry "
-        "with backoff; a sustained rate means capacity or quota problems.",
+        "with backoff; a sustained rate means capacity problems.",
+    ),
+    (
+        "http_error",
+        "Streaming requests answered with an HTTP error status other than 429 (401, 404, 500, "
+        "502, 503, 529...). Only those that are not a 4xx count against the SLO.",
+        "See the HTTP errors panel for the statuses: 5xx and 529 are the provider or a proxy; "
+        "401/403 credentials, 404 a wrong model or path, 400 the request.",
+    ),
+    (
+        "rate_limited",
+        "Streaming requests refused with HTTP 429: the caller's quota or the provider's throttle. "
+        "Not counted against the SLO.",
+        "Compare with the stream rate: more traffic (or retries without backoff) or a lower "
+        "quota. The spans' otelsse.retry_after says how long the server asked to wait.",
+    ),
+    (
+        "timeout",
+        "Streams where the client's own read deadline fired mid-stream. Not counted against the "
+        "SLO: otelsse cannot tell a stalled provider from an impatient client.",
+        "Compare the client read timeout with the max inter-event gap and time-to-first-output "
+        "p99: reasoning models can stay silent for minutes. Raise the deadline or find why the "
+        "provider slowed down.",
     ),
     (
         "protocol_error",
-        "Streams with a wrong HTTP status or media type on a streaming route (HTTP 429/5xx, an "
-        "HTML error page from a proxy) or an event order the route forbids.",
-        "Look at http.response.status_code on the spans: 429 means rate limits or quota, 5xx or "
-        "text/html means a gateway or proxy in the path. An event-order violation after a "
-        "provider release points at an API change.",
+        "Streams that broke the streaming protocol: a 2xx that was not an event stream (a JSON "
+        "or HTML body, a 204) or an event order the route forbids.",
+        "Look for a gateway or proxy answering in the provider's place, or a client not asking "
+        "for a stream; after a provider release, an API change.",
     ),
     (
         "payload_error",
@@ -118,9 +174,22 @@ if {outcome for outcome, _, _ in FAILURES} != semconv.ERROR_OUTCOMES:
     raise SystemExit("FAILURES must list exactly semconv.ERROR_OUTCOMES; update the generator")
 ERROR_REGEX = "|".join(outcome for outcome, _, _ in FAILURES)
 ERROR_MATCHER = f'otelsse_outcome=~"{ERROR_REGEX}"'
+#: The streams that count against the stream-success SLO, exactly as the SLO rules select them.
+SLO_BAD = RULES.SLO_BAD
+SLO_BAD_NAMES = ", ".join(
+    outcome for outcome, _, _ in FAILURES if outcome in semconv.SLO_BAD_OUTCOMES
+)
 #: Only calls the application runs have arguments to validate; server-run ones have no validity.
 CLIENT_CALLS = f'otelsse_tool_call_kind="{semconv.TOOL_CALL_CLIENT}"'
 INVALID_CALLS = 'otelsse_tool_call_valid="false"'
+
+#: The alert that watches each error outcome, for the runbook link of its panels.
+ALERT_OF = {
+    **{outcome: name for name, outcome, _, _ in RULES.RATIO_ALERTS},
+    **{outcome: name for name, outcome, _ in RULES.ANY_ALERTS},
+    "http_error": RULES.HTTP_ALERTS[0][0],
+}
+SLO_ALERT = "OtelsseStreamErrorBudgetBurn"
 
 OUTCOME_COLORS = {
     "complete": "green",
@@ -128,6 +197,7 @@ OUTCOME_COLORS = {
     "cancelled": "blue",
     "eof_unverified": "purple",
     "internal_error": "orange",
+    "rate_limited": "light-orange",
     "truncated": "red",
 }
 PERCENT_STEPS = ((None, "green"), (0.01, "yellow"), (0.05, "red"))
@@ -155,7 +225,7 @@ ANY_IS_BAD_STEPS = ((None, "green"), (1, "red"))
 def selector(metric: str, *matchers: str) -> str:
     """``metric{filters..., matchers...}`` with the dashboard variables the metric can honour."""
     filters = [
-        f'{label}=~"${_VARIABLE_OF[label]}"' for label in _FILTER_LABELS.get(metric, _STREAM_LABELS)
+        f'{label}=~"${_VARIABLE_OF[label]}"' for _, _, label in VARIABLES if label in LABELS[metric]
     ]
     return f"{metric}{{{', '.join([*filters, *matchers])}}}"
 
@@ -205,19 +275,35 @@ def share_of_streams(metric: str, by: tuple[str, ...] = (), window: str = RATE) 
     return f"{part} / {_aggregate(fn, window, STREAMS, (), by)}"
 
 
-def quantile(q: float, bucket: str, by: tuple[str, ...] = (), window: str = RATE) -> str:
+def quantile(
+    q: float, buckets: tuple[str, ...], by: tuple[str, ...] = (), window: str = RATE
+) -> str:
+    """The ``q`` quantile of a histogram, read from whichever of ``buckets`` (one histogram's
+    alternative names) has data."""
     fn = "rate" if window == RATE else "increase"
-    return f"histogram_quantile({q}, {_aggregate(fn, window, bucket, (), ('le', *by))})"
+    either = " or ".join(_aggregate(fn, window, bucket, (), ("le", *by)) for bucket in buckets)
+    return f"histogram_quantile({q}, {either})"
+
+
+def genai_buckets(measure: str) -> tuple[str, ...]:
+    return tuple(_series(spec, "_bucket") for (spec,) in GENAI[measure])
 
 
 # -- panel builders --------------------------------------------------------------------------------
 
 
-def target(expr: str, legend: str = "", *, instant: bool = False, table: bool = False) -> Json:
+def target(
+    expr: str, legend: str = "", *, instant: bool = False, table: bool = False,
+    exemplar: bool = False,
+) -> Json:  # fmt: skip
     t: Json = {"datasource": DATASOURCE, "expr": expr, "legendFormat": legend or "__auto"}
     t |= {"instant": instant or table, "range": not (instant or table)}
     if table:
         t["format"] = "table"
+    if exemplar:
+        # The buckets' trace_id exemplars: one dot per sampled stream, linked to its trace by
+        # the data source's exemplarTraceIdDestinations.
+        t["exemplar"] = True
     return t
 
 
@@ -235,6 +321,18 @@ def color_overrides(colors: dict[str, str]) -> list[Json]:
             "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": color}}],
         }
         for name, color in colors.items()
+    ]
+
+
+def runbook(*alerts: str) -> list[Json]:
+    """Panel links to the runbook sections of the alerts a panel explains."""
+    return [
+        {
+            "title": f"Runbook: {alert}",
+            "url": f"${{runbook_url}}#{alert.lower()}",
+            "targetBlank": True,
+        }
+        for alert in alerts
     ]
 
 
@@ -260,8 +358,10 @@ def stat(
     steps: tuple[tuple[float | None, str], ...] = ((None, "blue"),),
     decimals: int = 2,
     w: int = 3,
+    alerts: tuple[str, ...] = (),
 ) -> Json:
     panel = _panel("stat", title, description, [target(expr, instant=True)], w, 4)
+    panel["links"] = runbook(*alerts)
     panel["fieldConfig"] = {
         "defaults": {
             "unit": unit,
@@ -293,8 +393,10 @@ def timeseries(
     stack: bool = False,
     colors: dict[str, str] | None = None,
     w: int = 12,
+    alerts: tuple[str, ...] = (),
 ) -> Json:
     panel = _panel("timeseries", title, description, targets, w, 8)
+    panel["links"] = runbook(*alerts)
     panel["fieldConfig"] = {
         "defaults": {
             "unit": unit,
@@ -334,10 +436,16 @@ def table(
     overrides: list[Json] | None = None,
     *,
     w: int = 12,
+    links: list[Json] | None = None,
 ) -> Json:
     panel = _panel("table", title, description, targets, w, 8)
     panel["fieldConfig"] = {
-        "defaults": {"unit": "short", "decimals": 0, "custom": {"align": "auto"}},
+        "defaults": {
+            "unit": "short",
+            "decimals": 0,
+            "custom": {"align": "auto"},
+            "links": links or [],
+        },
         "overrides": overrides or [],
     }
     panel["options"] = {"showHeader": True, "cellHeight": "sm"}
@@ -361,6 +469,39 @@ def row(title: str) -> Json:
     return {"type": "row", "title": title, "collapsed": False, "panels": [], "gridPos": {"h": 1}}
 
 
+def _unit_overrides(units: dict[str, str]) -> list[Json]:
+    return [
+        {
+            "matcher": {"id": "byName", "options": name},
+            "properties": [{"id": "unit", "value": unit}, {"id": "decimals", "value": 2}],
+        }
+        for name, unit in units.items()
+    ]
+
+
+def traces_link(title: str, service: str, tags: dict[str, str]) -> Json:
+    """A data link to Explore on the traces data source: the ``otelsse.stream`` spans of
+    ``service`` with ``tags``, over the dashboard's time range (Jaeger's search query)."""
+    query = {
+        "refId": "A",
+        "datasource": {"type": TRACES_TYPE, "uid": "${traces}"},
+        "queryType": "search",
+        "service": service,
+        "operation": semconv.SPAN_NAME,
+        "tags": " ".join(f"{key}={value}" for key, value in tags.items()),
+        "limit": 20,
+    }
+    pane = {
+        "datasource": "${traces}",
+        "queries": [query],
+        "range": {"from": "${__from}", "to": "${__to}"},
+    }
+    url = "/explore?schemaVersion=1&orgId=${__org}&panes=" + json.dumps(
+        {"otelsse": pane}, separators=(",", ":")
+    )
+    return {"title": title, "url": url, "targetBlank": True}
+
+
 # -- the dashboard ---------------------------------------------------------------------------------
 
 _BY_RANGE = "over the selected time range"
@@ -373,14 +514,16 @@ def overview_row() -> list[Json]:
         row("Overview"),
         stat(
             "Stream success",
-            "Share of finished streams whose outcome is not a server-side failure "
-            f"({ERROR_REGEX.replace('|', ', ')}), {_BY_RANGE}. complete, incomplete "
-            "(a proper stop such as max_tokens), cancelled by the caller and eof_unverified "
-            "count as success here. Below 99 %: look at the failure row to see which outcome "
-            "drives it, then split by route and server.",
-            ratio(STREAMS, f'otelsse_outcome!~"{ERROR_REGEX}"', window=RANGE),
+            "The stream-success SLO's indicator: the share of finished streams that did not end "
+            f"in a provider-side failure ({SLO_BAD_NAMES}; an http_error only when its status is "
+            f"not a 4xx), {_BY_RANGE}. Rate limits, 4xx answers, the client's own timeouts, "
+            "cancelled and incomplete streams count as success here: each has its own panel and "
+            "alert. Below 99 %: look at the failure row to see which outcome drives it, then "
+            "split by route and server.",
+            f"1 - ({over_range(STREAMS, SLO_BAD)} / {over_range(STREAMS)})",
             unit="percentunit",
             steps=((None, "red"), (0.95, "yellow"), (0.99, "green")),
+            alerts=(SLO_ALERT,),
         ),
         stat(
             "Streams finished",
@@ -402,14 +545,16 @@ def overview_row() -> list[Json]:
             decimals=0,
         ),
         stat(
-            "Time to first event p95",
-            f"95th percentile of the time from request send to the first complete SSE event, "
-            f"{_BY_RANGE}: what users feel as latency. Thresholds (5 s, 10 s) are a starting "
-            "point; set them to your SLO. When high, split by route and model below and check "
-            "the provider's status page.",
-            quantile(0.95, TTFE, window=RANGE),
+            "Time to first output p95",
+            "95th percentile of the time from request send to the first piece of model output "
+            f"(text, reasoning, refusal or a tool call), {_BY_RANGE}: what users feel as latency. "
+            "The histogram has no server or model: those filters do not apply. Thresholds (5 s, "
+            "10 s) are a starting point; set them to your SLO. When high, see the latency row and "
+            "the GenAI time to first chunk by model.",
+            quantile(0.95, (TTFO,), window=RANGE),
             unit="s",
             steps=((None, "green"), (5, "yellow"), (10, "red")),
+            alerts=("OtelsseTimeToFirstOutputSlow",),
         ),
         stat(
             "Invalid tool calls",
@@ -421,6 +566,7 @@ def overview_row() -> list[Json]:
             ratio(TOOL_CALLS, INVALID_CALLS, window=RANGE, among=(CLIENT_CALLS,)),
             unit="percentunit",
             steps=PERCENT_STEPS,
+            alerts=("OtelsseInvalidToolCallRateHigh",),
         ),
         *(
             stat(
@@ -431,6 +577,7 @@ def overview_row() -> list[Json]:
                 unit="short",
                 decimals=0,
                 steps=ANY_IS_BAD_STEPS,
+                alerts=(ALERT_OF[outcome],),
             )
             for outcome, meaning, action in FAILURES
             if outcome in _COUNTED
@@ -444,11 +591,15 @@ def overview_row() -> list[Json]:
             unit="short",
             decimals=0,
             steps=ANY_IS_BAD_STEPS,
+            alerts=("OtelsseInstrumentationErrors", "OtelsseInstrumentationErrorRateHigh"),
         ),
     ]
 
 
 def failure_row() -> list[Json]:
+    by_job_route_outcome = ("job", "otelsse_route", "otelsse_outcome")
+    failing = f"{over_range(STREAMS, ERROR_MATCHER, by=by_job_route_outcome)} > 0"
+    http = 'otelsse_outcome=~"rate_limited|http_error"'
     return [
         row("Failure rates (share of finished streams)"),
         *(
@@ -459,24 +610,28 @@ def failure_row() -> list[Json]:
                 ratio(STREAMS, f'otelsse_outcome="{outcome}"', window=RANGE),
                 unit="percentunit",
                 steps=PERCENT_STEPS,
+                w=2,
+                alerts=(ALERT_OF[outcome],),
             )
             for outcome, meaning, action in FAILURES
         ),
         stat(
-            "All failures %",
-            f"Share of finished streams with any server-side failure outcome, {_BY_RANGE}: the "
-            "error rate of the stream-success SLO. The individual tiles on this row say which "
-            "outcome drives it.",
-            ratio(STREAMS, ERROR_MATCHER, window=RANGE),
+            "Provider-side failures %",
+            f"Share of finished streams that count against the stream-success SLO, {_BY_RANGE}: "
+            f"{SLO_BAD_NAMES}, and http_error only when its status is not a 4xx. The SLO's "
+            "budget is 1 %. The tiles on this row say which outcome drives it; rate_limited and "
+            "timeout are shown there but never count here.",
+            f"{over_range(STREAMS, SLO_BAD)} / {over_range(STREAMS)}",
             unit="percentunit",
             steps=PERCENT_STEPS,
+            w=6,
+            alerts=(SLO_ALERT,),
         ),
         timeseries(
             "Failure rate by outcome",
-            "Each server-side failure outcome as a share of all finished streams, over time. "
-            "Dashed lines: 1 % and 5 %. A step change at a deploy points at the client or a "
-            "proxy; a change limited to one provider points at the provider (filter with the "
-            "variables above).",
+            "Each error outcome as a share of all finished streams, over time. Dashed lines: "
+            "1 % and 5 %. A step change at a deploy points at the client or a proxy; a change "
+            "limited to one provider points at the provider (filter with the variables above).",
             [
                 target(
                     per_second(STREAMS, ERROR_MATCHER, by=("otelsse_outcome",))
@@ -488,17 +643,63 @@ def failure_row() -> list[Json]:
             steps=PERCENT_STEPS,
         ),
         timeseries(
-            "Failure rate by route",
-            "Share of each route's finished streams that ended with a server-side failure. One "
-            "route far above the others usually means one provider or one gateway is at fault.",
+            "Provider-side failure rate by route",
+            "Share of each route's finished streams that count against the stream-success SLO "
+            "(the provider's failures: no rate limits, 4xx or client timeouts). One route far "
+            "above the others usually means one provider or one gateway is at fault.",
             [
                 target(
-                    ratio(STREAMS, ERROR_MATCHER, by=("otelsse_route",)),
+                    f"{per_second(STREAMS, SLO_BAD, by=('otelsse_route',))}"
+                    f" / {per_second(STREAMS, by=('otelsse_route',))}",
                     "{{otelsse_route}}",
                 )
             ],
             unit="percentunit",
             steps=PERCENT_STEPS,
+            alerts=(SLO_ALERT,),
+        ),
+        timeseries(
+            "HTTP errors and rate limits by status",
+            "Streaming requests refused before any event, per second, by HTTP status: 429 "
+            "(rate_limited: the caller's quota) and every other error status (http_error). "
+            "5xx and 529 are the provider or a proxy and burn the SLO; 401/403 are credentials, "
+            "404 a wrong model or path, 400 the request: the application owner's fix.",
+            [
+                target(
+                    per_second(STREAMS, http, by=(STATUS, "otelsse_outcome")),
+                    f"{{{{{STATUS}}}}} {{{{otelsse_outcome}}}}",
+                )
+            ],
+            unit="reqps",
+            stack=True,
+            alerts=(*(name for name, _, _, _ in RULES.HTTP_ALERTS), ALERT_OF["rate_limited"]),
+        ),
+        table(
+            "Failing streams by job, route and outcome",
+            f"Streams that ended with an error outcome {_BY_RANGE}, per job, route and outcome. "
+            "Click a row's count to open those streams' otelsse.stream spans in the traces data "
+            "source (the job is taken as the traces' service name: service.name when metrics "
+            "arrive over OTLP).",
+            [target(failing, table=True)],
+            [
+                {
+                    "id": "organize",
+                    "options": {
+                        "excludeByName": {"Time": True},
+                        "renameByName": {"Value": "Streams"},
+                    },
+                }
+            ],
+            links=[
+                traces_link(
+                    "Failing streams in traces",
+                    "${__data.fields.job}",
+                    {
+                        semconv.OUTCOME: "${__data.fields.otelsse_outcome}",
+                        semconv.ROUTE: "${__data.fields.otelsse_route}",
+                    },
+                )
+            ],
         ),
         timeseries(
             "Truncation rate by route and server",
@@ -516,6 +717,7 @@ def failure_row() -> list[Json]:
             ],
             unit="percentunit",
             steps=PERCENT_STEPS,
+            alerts=(ALERT_OF["truncated"],),
         ),
         timeseries(
             "Active streams by route and server",
@@ -540,7 +742,7 @@ def traffic_row() -> list[Json]:
             "Stream rate by outcome",
             "Finished streams per second, stacked by outcome. The healthy picture is mostly "
             "complete; incomplete is a proper stop the caller may still not accept (max_tokens, "
-            "content_filter). Red areas are server-side failures: see the failure row.",
+            "content_filter). Red areas are failures: see the failure row.",
             [target(per_second(STREAMS, by=("otelsse_outcome",)), "{{otelsse_outcome}}")],
             unit="reqps",
             stack=True,
@@ -558,36 +760,49 @@ def traffic_row() -> list[Json]:
     ]
 
 
-def _quantile_targets(bucket: str, quantiles: tuple[float, ...]) -> list[Json]:
-    return [target(quantile(q, bucket), f"p{round(q * 100)}") for q in quantiles]
+def _quantile_targets(bucket: str, quantiles: tuple[float, ...], name: str = "") -> list[Json]:
+    return [
+        target(quantile(q, (bucket,)), f"{name}p{round(q * 100)}", exemplar=True) for q in quantiles
+    ]
 
 
 def latency_row() -> list[Json]:
     p50_95_99 = (0.5, 0.95, 0.99)
     by_route = ("otelsse_route",)
+    histograms = "The histograms carry route, provider and outcome only (no server or model)."
     return [
         row("Latency and size"),
         timeseries(
-            "Time to first event",
-            "p50, p95 and p99 of the time from request send to the first complete SSE event "
-            "(from the histogram). p99 far above p95 means a few very slow starts: split by "
-            "model; everything rising together points at the provider or the network.",
-            _quantile_targets(TTFE, p50_95_99),
+            "Time to first output and first event",
+            "p50 and p95 of the time from request send to the first piece of model output "
+            "(text, reasoning, refusal, a tool call: the time to first token) and to the first "
+            "SSE event of any kind (a role chunk, message_start). A first event that comes early "
+            "with the output late is the model thinking or queueing inside the stream; both "
+            "late is the connection, the provider's queue or a buffering proxy. Dots are "
+            f"exemplars: click one to open that stream's trace. {histograms}",
+            [
+                *_quantile_targets(TTFO, (0.5, 0.95), "output "),
+                *_quantile_targets(TTFE, (0.5, 0.95), "first event "),
+            ],
             unit="s",
+            alerts=("OtelsseTimeToFirstOutputSlow",),
         ),
         timeseries(
-            "Time to first event p95 by route",
-            "95th percentile of time to first event per route: which provider slowed down. "
-            "If only one route rises, check that provider's status page and the model filter; "
-            "if all rise together, look at the network or a shared gateway.",
-            [target(quantile(0.95, TTFE, by_route), "{{otelsse_route}}")],
+            "Time to first output p95 by route",
+            "95th percentile of the time to first output per route: which provider slowed "
+            "down. If only one route rises, check that provider's status page and the GenAI "
+            "time to first chunk by model; if all rise together, look at the network or a shared "
+            "gateway. Dots are exemplars linked to traces.",
+            [target(quantile(0.95, (TTFO,), by_route), "{{otelsse_route}}", exemplar=True)],
             unit="s",
+            alerts=("OtelsseTimeToFirstOutputSlow",),
         ),
         timeseries(
             "Stream duration",
             "p50, p95 and p99 of the whole stream, from request send to its end (any outcome). "
             "Long answers are normal for LLMs; compare p99 with every timeout in the path "
-            "(client, proxy, load balancer): streams near a timeout get truncated.",
+            "(client, proxy, load balancer): streams near a timeout get truncated. Dots are "
+            "exemplars linked to traces.",
             _quantile_targets(DURATION, p50_95_99),
             unit="s",
         ),
@@ -595,17 +810,19 @@ def latency_row() -> list[Json]:
             "Stream duration p95 by route",
             "95th percentile of stream duration per route. A route whose duration climbs "
             "towards a proxy or client timeout is the next one to show truncations or timeouts.",
-            [target(quantile(0.95, DURATION, by_route), "{{otelsse_route}}")],
+            [target(quantile(0.95, (DURATION,), by_route), "{{otelsse_route}}", exemplar=True)],
             unit="s",
+            alerts=(ALERT_OF["timeout"],),
         ),
         timeseries(
             "Max inter-event gap p95 by route",
             "95th percentile of each stream's longest silence between two events. Proxies "
             "with idle timeouts cut streams whose gap exceeds the timeout, and clients time "
             "out on it: keep every idle/read timeout well above this line's p99.",
-            [target(quantile(0.95, GAP, by_route), "{{otelsse_route}}")],
+            [target(quantile(0.95, (GAP,), by_route), "{{otelsse_route}}", exemplar=True)],
             unit="s",
             w=8,
+            alerts=(ALERT_OF["timeout"],),
         ),
         timeseries(
             "Events per stream",
@@ -624,6 +841,80 @@ def latency_row() -> list[Json]:
             _quantile_targets(BYTES, (0.5, 0.95)),
             unit="bytes",
             w=8,
+        ),
+    ]
+
+
+def genai_row() -> list[Json]:
+    """The OpenTelemetry GenAI client metrics, per request model: what otelsse's histograms
+    leave out. Another GenAI instrumentation may record them instead of otelsse."""
+    by_model = ("gen_ai_provider_name", "gen_ai_request_model")
+    model_legend = "{{gen_ai_provider_name}} {{gen_ai_request_model}}"
+    where = (
+        "From the OpenTelemetry GenAI client metrics (either name set: the default one, or "
+        "the one OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental selects), which "
+        "otelsse records for provider routes unless another GenAI instrumentation of the same "
+        "call does. They have no route: the route filter does not apply."
+    )
+    legacy_usage, latest_usage = GENAI[semconv.TOKEN_USAGE_METRIC]
+    [legacy_usage_spec] = legacy_usage
+    usage = [per_second(_series(legacy_usage_spec, "_sum"), by=("gen_ai_token_type",))]
+    usage += [
+        f'label_replace({per_second(_series(spec, "_total"))}, "gen_ai_token_type",'
+        f' "{token_type}", "", "")'
+        for spec, token_type in zip(latest_usage, ("input", "output"), strict=True)
+    ]
+    return [
+        row("GenAI client metrics"),
+        timeseries(
+            "GenAI token usage",
+            "Input and output tokens per second, from the streams whose final usage arrived "
+            f"(a truncated stream reports none). {where}",
+            [target(" or ".join(usage), "{{gen_ai_token_type}}")],
+            unit="short",
+            stack=True,
+        ),
+        timeseries(
+            "GenAI time to first chunk p95 by model",
+            "95th percentile time from the request to the first output chunk, per provider "
+            "and request model: the time to first token by model, which otelsse's own "
+            f"histograms do not split. Dots are exemplars linked to traces. {where}",
+            [
+                target(
+                    quantile(0.95, genai_buckets(semconv.TIME_TO_FIRST_CHUNK_METRIC), by_model),
+                    model_legend,
+                    exemplar=True,
+                )
+            ],
+            unit="s",
+            alerts=("OtelsseTimeToFirstOutputSlow",),
+        ),
+        timeseries(
+            "GenAI operation duration p95 by model",
+            "95th percentile duration of a streamed call, request to the end of the response, "
+            f"per provider and request model. Dots are exemplars linked to traces. {where}",
+            [
+                target(
+                    quantile(0.95, genai_buckets(semconv.DURATION_METRIC), by_model),
+                    model_legend,
+                    exemplar=True,
+                )
+            ],
+            unit="s",
+        ),
+        timeseries(
+            "GenAI time per output chunk p95 by model",
+            "95th percentile of the mean time between output chunks after the first, one value "
+            "per stream, per provider and request model: how fast the answer is written once "
+            f"it has started. A rise is a slower model or a loaded provider. {where}",
+            [
+                target(
+                    quantile(0.95, genai_buckets(semconv.TIME_PER_OUTPUT_CHUNK_METRIC), by_model),
+                    model_legend,
+                    exemplar=True,
+                )
+            ],
+            unit="s",
         ),
     ]
 
@@ -699,6 +990,7 @@ def stop_and_tools_row() -> list[Json]:
             ],
             unit="percentunit",
             steps=PERCENT_STEPS,
+            alerts=("OtelsseInvalidToolCallRateHigh",),
         ),
     ]
 
@@ -723,13 +1015,14 @@ def errors_row() -> list[Json]:
                 )
             ],
             unit="short",
+            alerts=(ALERT_OF["buffer_limit"], ALERT_OF["decode_error"]),
         ),
         timeseries(
             "Instrumentation errors by stage",
-            "Failures inside otelsse per interval, by the stage where they happened (send, "
-            "content_encoding, feed, finish, end_span, stream_finished, record_metrics). The "
-            "application is never affected, but the affected streams lack telemetry. Read the "
-            "otelsse logger's output and report the stage and traceback.",
+            "Failures inside otelsse per interval, by the stage where they happened "
+            f"({', '.join(semconv.INSTRUMENTATION_STAGES)}). The application is never affected, "
+            "but the affected streams lack telemetry. Read the otelsse logger's output and "
+            "report the stage and traceback.",
             [
                 target(
                     per_interval(INSTRUMENTATION_ERRORS, by=("otelsse_instrumentation_stage",)),
@@ -737,6 +1030,7 @@ def errors_row() -> list[Json]:
                 )
             ],
             unit="short",
+            alerts=("OtelsseInstrumentationErrors", "OtelsseInstrumentationErrorRateHigh"),
         ),
     ]
 
@@ -770,6 +1064,7 @@ def gate_row() -> list[Json]:
             unit="percentunit",
             steps=PERCENT_STEPS,
             w=6,
+            alerts=("OtelsseToolCallsQuarantined",),
         ),
         stat(
             "Denied tool calls",
@@ -780,6 +1075,7 @@ def gate_row() -> list[Json]:
             ratio(GATE_CALLS, denied, window=RANGE),
             unit="percentunit",
             w=6,
+            alerts=("OtelsseToolCallDenialSpike",),
         ),
         stat(
             "Calls needing reconciliation",
@@ -793,6 +1089,7 @@ def gate_row() -> list[Json]:
             decimals=0,
             steps=ANY_IS_BAD_STEPS,
             w=6,
+            alerts=("OtelsseToolCallNeedsReconciliation",),
         ),
         timeseries(
             "Tool calls by final state",
@@ -822,6 +1119,7 @@ def gate_row() -> list[Json]:
             ],
             unit="percentunit",
             steps=PERCENT_STEPS,
+            alerts=("OtelsseToolCallsQuarantined",),
         ),
         timeseries(
             "Policy denials by tool",
@@ -837,6 +1135,7 @@ def gate_row() -> list[Json]:
                 )
             ],
             unit="short",
+            alerts=("OtelsseToolCallDenialSpike",),
         ),
         table(
             "Calls needing reconciliation by instance and tool",
@@ -859,12 +1158,13 @@ def gate_row() -> list[Json]:
 
 
 def breakdown_row() -> list[Json]:
-    by_model = ("gen_ai_provider_name", "gen_ai_response_model", "server_address")
+    by_model = ("gen_ai_provider_name", "gen_ai_request_model", "server_address")
     renamed = {
         "Value #A": "Streams",
-        "Value #B": "Failure %",
-        "Value #C": "TTFE p95",
+        "Value #B": "Provider-side failure %",
+        "Value #C": "Rate-limited %",
         "Value #D": "Refusal %",
+        "Value #E": "Time to first chunk p95",
     }
     return [
         row("Breakdown"),
@@ -877,18 +1177,29 @@ def breakdown_row() -> list[Json]:
         ),
         table(
             "Models",
-            f"Per provider, model and server, {_BY_RANGE}: finished streams, share of "
-            "server-side failures, time-to-first-event p95 and share of refusals. Sort by a "
-            "column to find the worst model. A model or server of _OTHER is otelsse's overflow: "
-            "more combinations than its caps (docs/reference.md).",
+            f"Per provider, request model and server, {_BY_RANGE}: finished streams, share of "
+            "provider-side failures (the SLO's), of rate-limited streams and of refusals, and the "
+            "GenAI time to first chunk p95 (empty where another instrumentation records the "
+            "GenAI metrics under other labels, or none does). Sort by a column to find the worst "
+            "model. A model or server of _OTHER is otelsse's overflow: more combinations than "
+            "its caps (docs/reference.md).",
             [
                 target(over_range(STREAMS, by=by_model), table=True),
                 target(
-                    ratio(STREAMS, ERROR_MATCHER, by_model, RANGE),
+                    f"{over_range(STREAMS, SLO_BAD, by=by_model)}"
+                    f" / {over_range(STREAMS, by=by_model)}",
                     table=True,
                 ),
-                target(quantile(0.95, TTFE, by_model, RANGE), table=True),
+                target(
+                    ratio(STREAMS, 'otelsse_outcome="rate_limited"', by_model, RANGE), table=True
+                ),
                 target(share_of_streams(REFUSALS, by_model, RANGE), table=True),
+                target(
+                    quantile(
+                        0.95, genai_buckets(semconv.TIME_TO_FIRST_CHUNK_METRIC), by_model, RANGE
+                    ),
+                    table=True,
+                ),
             ],
             [
                 {"id": "merge", "options": {}},
@@ -897,20 +1208,14 @@ def breakdown_row() -> list[Json]:
                     "options": {"excludeByName": {"Time": True}, "renameByName": renamed},
                 },
             ],
-            [
+            _unit_overrides(
                 {
-                    "matcher": {"id": "byName", "options": name},
-                    "properties": [
-                        {"id": "unit", "value": unit},
-                        {"id": "decimals", "value": 2},
-                    ],
+                    "Provider-side failure %": "percentunit",
+                    "Rate-limited %": "percentunit",
+                    "Refusal %": "percentunit",
+                    "Time to first chunk p95": "s",
                 }
-                for name, unit in (
-                    ("Failure %", "percentunit"),
-                    ("TTFE p95", "s"),
-                    ("Refusal %", "percentunit"),
-                )
-            ],
+            ),
         ),
     ]
 
@@ -932,21 +1237,36 @@ def layout(panels: list[Json]) -> list[Json]:
     return panels
 
 
+def _datasource_variable(name: str, label: str, kind: str) -> Json:
+    return {
+        "type": "datasource",
+        "name": name,
+        "label": label,
+        "query": kind,
+        "current": {},
+        "hide": 0,
+        "includeAll": False,
+        "multi": False,
+        "options": [],
+        "refresh": 1,
+        "regex": "",
+    }
+
+
 def variables() -> list[Json]:
     chain: list[Json] = [
+        _datasource_variable("datasource", "Data source", "prometheus"),
+        _datasource_variable("traces", "Traces", TRACES_TYPE),
         {
-            "type": "datasource",
-            "name": "datasource",
-            "label": "Data source",
-            "query": "prometheus",
-            "current": {},
-            "hide": 0,
-            "includeAll": False,
-            "multi": False,
-            "options": [],
-            "refresh": 1,
-            "regex": "",
-        }
+            # Where the panels' runbook links point: change it here, in the dashboard's
+            # settings, or with ?var-runbook_url=... (the Prometheus rules' RUNBOOK_URL).
+            "type": "constant",
+            "name": "runbook_url",
+            "label": "Runbooks",
+            "query": RULES.RUNBOOK_URL,
+            "hide": 2,
+            "skipUrlSync": False,
+        },
     ]
     earlier: list[str] = []
     for name, label, prom_label in VARIABLES:
@@ -984,6 +1304,7 @@ def dashboard() -> Json:
             *failure_row(),
             *traffic_row(),
             *latency_row(),
+            *genai_row(),
             *stop_and_tools_row(),
             *errors_row(),
             *breakdown_row(),
@@ -1008,7 +1329,16 @@ def dashboard() -> Json:
         "liveNow": False,
         "weekStart": "",
         "id": None,
-        "links": [],
+        "links": [
+            {
+                "title": "otelsse runbooks",
+                "type": "link",
+                "url": "${runbook_url}",
+                "icon": "doc",
+                "targetBlank": True,
+                "tooltip": "What each alert means and what to do",
+            }
+        ],
         "annotations": {
             "list": [
                 {

@@ -4,23 +4,29 @@ The rules are repetitive (one ratio per burn-rate window, one SLO alert per wind
 ratio and "any in the window" alerts), so they are written once here and rendered to YAML.
 After editing a threshold or the SLO target, run::
 
-    python dashboards/prometheus/generate_rules.py
+    python dashboards/prometheus/generate_rules.py [--runbook-url URL] [--output DIR]
 
 ``tests/sre/test_prometheus_rules.py`` fails while the committed files differ from this output, and
 runs ``promtool check rules`` and the ``promtool test rules`` cases in ``tests/``.
 
 Every stream rule aggregates to one level, ``(job, otelsse_route, server_address)``: the app
-and the upstream contract and server it streams from. The tool gate's rules aggregate to the
-``job`` (its counter has no route or server): the agent whose gate decided the calls; the
-reconciliation alert keeps ``instance`` and the tool name, since a ledger belongs to a host.
-Series names assume the default OTLP to
-Prometheus translation (``UnderscoreEscapingWithSuffixes``), which the OpenTelemetry Prometheus
-exporter also produces. Alert thresholds are single literal numbers after their comparison, so
-tools (and the end-to-end test) can find and rewrite them.
+and the upstream contract and server it streams from. The histograms carry no server (the
+cardinality budget, ``semconv.HISTOGRAM_ATTRIBUTES``), so latency rules stop at
+``(job, otelsse_route)``. The tool gate's rules aggregate to the ``job`` (its counter has no
+route or server): the agent whose gate decided the calls; the reconciliation alert keeps
+``instance`` and the tool name, since a ledger belongs to a host.
+
+Only the 5-minute rules read the exported series; every longer window (the SLO's 30m to 3d, the
+gate's day) is a ``sum_over_time`` of a 5-minute recorded series, already summed to the level
+above: its cost follows the number of (job, route, server) triples, not of exported series.
+Series names assume the default OTLP to Prometheus translation (``UnderscoreEscapingWithSuffixes``),
+which the OpenTelemetry Prometheus exporter also produces. Alert thresholds are single literal
+numbers after their comparison, so tools (and the end-to-end test) can find and rewrite them.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,9 +36,13 @@ import yaml
 from otelsse import semconv
 
 HERE = Path(__file__).resolve().parent
+#: Where every alert's ``runbook_url`` points (plus ``#`` and the alert's name in lower case):
+#: the one setting to change for a copy of docs/runbooks.md kept elsewhere (``--runbook-url``).
 RUNBOOK_URL = "https://github.com/otelsse/otelsse/blob/main/docs/runbooks.md"
 
 BY = "job, otelsse_route, server_address"
+#: The histograms' level: they have no server (``semconv.HISTOGRAM_ATTRIBUTES``).
+HISTOGRAM_BY = "job, otelsse_route"
 # Annotation pieces (Go templates, filled in by Prometheus).
 UPSTREAM = "{{ $labels.server_address }} ({{ $labels.otelsse_route }})"
 WHERE = (
@@ -41,12 +51,23 @@ WHERE = (
 )
 PERCENT = "{{ $value | humanizePercentage }}"
 STREAMS = "otelsse_streams_total"
-TTFE = "otelsse_stream_time_to_first_event_seconds"
-#: Recording rules are named level:metric:operations, with level "otelsse" standing for BY.
-TTFE_RECORDED = "otelsse:stream_time_to_first_event_seconds"
+TOOL_CALLS = "otelsse_tool_calls_total"
+INSTRUMENTATION_ERRORS = "otelsse_instrumentation_errors_total"
+TTFO = "otelsse_stream_time_to_first_output_seconds"
+#: Recording rules are named level:metric:operations, with level "otelsse" standing for BY
+#: (HISTOGRAM_BY for the histograms').
+TTFO_RECORDED = "otelsse:stream_time_to_first_output_seconds"
+STATUS = semconv.prometheus_label(semconv.HTTP_RESPONSE_STATUS_CODE)
+#: The streams that count against the stream-success SLO, in one selector: the provider-side
+#: outcomes, an ``http_error`` only when its status is not a 4xx (the caller's own request).
+SLO_BAD = (
+    f'otelsse_outcome=~"{"|".join(sorted(semconv.SLO_BAD_OUTCOMES))}",'
+    f' {STATUS}!~"{semconv.SLO_EXCLUDED_STATUS}"'
+)
 
-#: Streams (or first events) a 5m window must hold before a ratio or percentile may alert, and
-#: streams the long window of an SLO alert must hold: fewer say little and page on noise.
+#: Streams (or first outputs, or tool calls) a 5m window must hold before a ratio or percentile
+#: may alert, and streams the long window of an SLO alert must hold: fewer say little and page
+#: on noise.
 MIN_STREAMS = 20
 #: Share of a route's streams per outcome above which the ratio alerts fire, for RATIO_FOR.
 RATIO_FOR = "10m"
@@ -60,10 +81,49 @@ RATIO_ALERTS = (
         "OtelsseProviderErrorRateHigh", "provider_error", 0.05,
         "ended with an error the provider reported inside the stream",
     ),
+    (
+        "OtelsseStreamTimeoutRateHigh", "timeout", 0.05,
+        "ended because the client's own read deadline fired before the stream did",
+    ),
+    (
+        "OtelsseRateLimitingHigh", "rate_limited", 0.1,
+        "were refused with HTTP 429: the caller's quota or the provider's throttle",
+    ),
+    (
+        "OtelsseProtocolErrorRateHigh", "protocol_error", 0.01,
+        "broke the streaming protocol: a 2xx that was not an event stream, or events out of the"
+        " route's order",
+    ),
+    (
+        "OtelssePayloadErrorRateHigh", "payload_error", 0.01,
+        "carried events whose JSON was invalid or not the route's shape, or tool arguments that"
+        " were not one JSON value",
+    ),
 )  # fmt: skip
-#: p95 time to first event above which OtelsseTimeToFirstEventSlow fires, in seconds.
-TTFE_P95_SECONDS = 10
-TTFE_FOR = "15m"
+#: Shares of the streams that ended ``http_error`` by status class, for HTTP_FOR: the SLO's
+#: (anything but a 4xx: the provider or a proxy) and the caller's (a 4xx other than 429).
+HTTP_FOR = "10m"
+HTTP_ALERTS = (
+    # (alert, status matcher, threshold, what it means)
+    (
+        "OtelsseHTTPServerErrorRateHigh", f'{STATUS}!~"{semconv.SLO_EXCLUDED_STATUS}"', 0.05,
+        "were answered with an HTTP error that is not a 4xx (5xx and the like: the provider, a"
+        " gateway or a proxy failed)",
+    ),
+    (
+        "OtelsseHTTPClientErrorRateHigh", f'{STATUS}=~"{semconv.SLO_EXCLUDED_STATUS}"', 0.05,
+        "were refused with an HTTP 4xx other than 429 (credentials, permissions, a bad request"
+        " or an unknown model)",
+    ),
+)  # fmt: skip
+#: p95 time to first output above which OtelsseTimeToFirstOutputSlow fires, in seconds.
+TTFO_P95_SECONDS = 10
+TTFO_FOR = "15m"
+#: Share of the tool calls the application runs whose arguments were invalid, for TOOL_CALL_FOR.
+INVALID_TOOL_CALL_RATIO = 0.05
+TOOL_CALL_FOR = "10m"
+#: Only the calls the application runs have arguments to validate.
+_CLIENT = f'otelsse_tool_call_kind="{semconv.TOOL_CALL_CLIENT}"'
 #: Outcomes that alert on a single stream in the window (and instrumentation errors likewise).
 ANY_FOR = "1m"
 ANY_ALERTS = (
@@ -77,9 +137,14 @@ ANY_ALERTS = (
         "their bodies were not valid UTF-8",
     ),
 )  # fmt: skip
+#: Instrumentation errors per finished stream of a job above which the critical alert fires,
+#: with at least MIN_STREAMS errors in 5m, for INSTRUMENTATION_FOR: most of that job's telemetry
+#: is then missing, which no other alert can see.
+INSTRUMENTATION_ERROR_RATIO = 0.05
+INSTRUMENTATION_FOR = "5m"
 
-#: The stream-success SLO: this share of streams must not end in a server-side failure
-#: (``semconv.ERROR_OUTCOMES``) over 30 days; every stream counts in the denominator.
+#: The stream-success SLO: this share of streams must not end in a provider-side failure
+#: (SLO_BAD) over 30 days; every stream counts in the denominator.
 SLO_TARGET = 0.99
 #: Google SRE workbook, "Alerting on SLOs", table 5-8: both windows must burn the error budget
 #: at least ``factor`` times as fast as the SLO allows.
@@ -132,21 +197,17 @@ def alert(
         "expr": expr,
         "for": for_,
         "labels": {"severity": severity, **(labels or {})},
-        "annotations": {
-            "summary": summary,
-            "description": description,
-            "runbook_url": f"{RUNBOOK_URL}#{name.lower()}",
-        },
+        # Filled in by render(): the base URL is one setting.
+        "annotations": {"summary": summary, "description": description},
     }
 
 
-def both(*conditions: str) -> str:
-    """Each condition must hold for the same (job, route, server); the value is the first's."""
-    return f"\nand on ({BY})\n".join(conditions) + "\n"
+def both(*conditions: str, on: str = BY) -> str:
+    """Each condition must hold for the same ``on`` labels; the value is the first's."""
+    return f"\nand on ({on})\n".join(conditions) + "\n"
 
 
 def recording_rules() -> dict[str, Any]:
-    errors = "|".join(sorted(semconv.ERROR_OUTCOMES))
     five_minutes = [
         record(
             "otelsse:streams:rate5m",
@@ -158,53 +219,92 @@ def recording_rules() -> dict[str, Any]:
             "/ ignoring (otelsse_outcome) group_left ()\n"
             f"sum by ({BY}) (otelsse:streams:rate5m)\n",
         ),
-        record("otelsse:streams:increase5m", f"sum by ({BY}) (increase({STREAMS}[5m]))\n"),
+        # increase() over 5m is rate() times 300 by definition: no second read of the counter.
+        record("otelsse:streams:increase5m", f"sum by ({BY}) (otelsse:streams:rate5m) * 300\n"),
         record(
-            f"{TTFE_RECORDED}_bucket:rate5m",
-            f"sum by ({BY}, le) (rate({TTFE}_bucket[5m]))\n",
+            "otelsse:stream_http_errors:rate5m",
+            f'sum by ({BY}, {STATUS}) (rate({STREAMS}{{otelsse_outcome="http_error"}}[5m]))\n',
         ),
         record(
-            f"{TTFE_RECORDED}:p95_rate5m",
-            f"histogram_quantile(0.95, {TTFE_RECORDED}_bucket:rate5m)\n",
+            "otelsse:stream_error:increase5m",
+            f"sum by ({BY}) (increase({STREAMS}{{{SLO_BAD}}}[5m]))\n",
         ),
         record(
-            f"{TTFE_RECORDED}_count:increase5m",
-            f"sum by ({BY}) (increase({TTFE}_count[5m]))\n",
+            f"{TTFO_RECORDED}_bucket:rate5m",
+            f"sum by ({HISTOGRAM_BY}, le) (rate({TTFO}_bucket[5m]))\n",
+        ),
+        record(
+            f"{TTFO_RECORDED}:p95_rate5m",
+            f"histogram_quantile(0.95, {TTFO_RECORDED}_bucket:rate5m)\n",
+        ),
+        record(
+            f"{TTFO_RECORDED}_count:increase5m",
+            f"sum by ({HISTOGRAM_BY}) (increase({TTFO}_count[5m]))\n",
+        ),
+        record(
+            "otelsse:tool_calls:rate5m",
+            f"sum by ({BY}, otelsse_tool_call_kind, otelsse_tool_call_valid)"
+            f" (rate({TOOL_CALLS}[5m]))\n",
+        ),
+        record(
+            "otelsse:tool_call_invalid:ratio_rate5m",
+            f"sum by ({BY}) (otelsse:tool_calls:rate5m{{{_CLIENT}, otelsse_tool_call_valid="
+            f'"false"}})\n/\nsum by ({BY}) (otelsse:tool_calls:rate5m{{{_CLIENT}}})\n',
+        ),
+        record(
+            "otelsse:client_tool_calls:increase5m",
+            f"sum by ({BY}) (otelsse:tool_calls:rate5m{{{_CLIENT}}}) * 300\n",
         ),
     ]
+    # The SLO's windows: ratios of 5m counts added up over the window, so each window weighs
+    # every 5m by its traffic, as one rate() over the raw counters would.
     error_ratios = [
         record(
-            f"otelsse:stream_error:ratio_rate{window}",
-            f'sum by ({BY}) (rate({STREAMS}{{otelsse_outcome=~"{errors}"}}[{window}]))\n'
-            f"/\nsum by ({BY}) (rate({STREAMS}[{window}]))\n",
+            "otelsse:stream_error:ratio_rate5m",
+            "otelsse:stream_error:increase5m\n/\notelsse:streams:increase5m\n",
         )
-        for window in SLO_WINDOWS
     ]
+    error_ratios += [
+        record(
+            f"otelsse:stream_error:ratio_rate{window}",
+            f"sum_over_time(otelsse:stream_error:increase5m[{window}])\n"
+            f"/\nsum_over_time(otelsse:streams:increase5m[{window}])\n",
+        )
+        for window in SLO_WINDOWS[1:]
+    ]
+    # The traffic guards count the streams that really ended in the window (an average rate
+    # times the window would credit a route born 5 minutes ago with a full day): the 5m count
+    # taken every minute holds each stream 5 times, whatever the evaluation interval.
     long_window_traffic = [
-        record(f"otelsse:streams:increase{long}", f"sum by ({BY}) (increase({STREAMS}[{long}]))\n")
+        record(
+            f"otelsse:streams:increase{long}",
+            f"sum_over_time(otelsse:streams:increase5m[{long}:1m]) / 5\n",
+        )
         for _, long, _, _, _ in BURN_RATE_ALERTS
     ]
     gate = [
         record(
-            f"otelsse:gate_calls:rate{window}",
-            f"sum by ({GATE_BY}, {STATE}) (rate({GATE_CALLS}[{window}]))\n",
-        )
-        for window in ("5m", "1d")
-    ]
-    gate += [
+            "otelsse:gate_calls:rate5m",
+            f"sum by ({GATE_BY}, {STATE}) (rate({GATE_CALLS}[5m]))\n",
+        ),
         record(
-            f"otelsse:gate_call_state:ratio_rate{window}",
-            f"otelsse:gate_calls:rate{window}\n"
+            "otelsse:gate_call_state:ratio_rate5m",
+            "otelsse:gate_calls:rate5m\n"
             f"/ ignoring ({STATE}) group_left ()\n"
-            f"sum by ({GATE_BY}) (otelsse:gate_calls:rate{window})\n",
-        )
-        for window in ("5m", "1d")
-    ]
-    gate.append(
+            f"sum by ({GATE_BY}) (otelsse:gate_calls:rate5m)\n",
+        ),
         record(
-            "otelsse:gate_calls:increase5m", f"sum by ({GATE_BY}) (increase({GATE_CALLS}[5m]))\n"
-        )
-    )
+            "otelsse:gate_calls:increase5m",
+            f"sum by ({GATE_BY}) (otelsse:gate_calls:rate5m) * 300\n",
+        ),
+        # A state's day: its 5m rates added up over the day, over every state's.
+        record(
+            "otelsse:gate_call_state:ratio_rate1d",
+            "sum_over_time(otelsse:gate_calls:rate5m[1d])\n"
+            f"/ ignoring ({STATE}) group_left ()\n"
+            f"sum by ({GATE_BY}) (sum_over_time(otelsse:gate_calls:rate5m[1d]))\n",
+        ),
+    ]
     return {
         "groups": [
             {"name": "otelsse.recording", "rules": five_minutes},
@@ -229,19 +329,55 @@ def alerting_rules() -> dict[str, Any]:
         )
         for name, outcome, limit, meaning in RATIO_ALERTS
     ]  # fmt: skip
+    rules += [
+        alert(
+            name,
+            both(
+                f"sum by ({BY}) (otelsse:stream_http_errors:rate5m{{{status}}})\n"
+                f"/\nsum by ({BY}) (otelsse:streams:rate5m) > {limit}",
+                guard,
+            ),
+            HTTP_FOR,
+            "warning",
+            f"SSE streams from {UPSTREAM} end http_error"
+            f" ({'4xx' if '=~' in status else 'not 4xx'}).",
+            f"{PERCENT} of the streams of {WHERE} in the last 5m {meaning} (outcome http_error)."
+            f" Fires above {limit:.0%} with at least {MIN_STREAMS} streams in 5m, for {HTTP_FOR}.",
+        )
+        for name, status, limit, meaning in HTTP_ALERTS
+    ]  # fmt: skip
     rules.append(
         alert(
-            "OtelsseTimeToFirstEventSlow",
+            "OtelsseTimeToFirstOutputSlow",
             both(
-                f"{TTFE_RECORDED}:p95_rate5m > {TTFE_P95_SECONDS}",
-                f"{TTFE_RECORDED}_count:increase5m >= {MIN_STREAMS}",
+                f"{TTFO_RECORDED}:p95_rate5m > {TTFO_P95_SECONDS}",
+                f"{TTFO_RECORDED}_count:increase5m >= {MIN_STREAMS}",
+                on=HISTOGRAM_BY,
             ),
-            TTFE_FOR,
+            TTFO_FOR,
             "warning",
-            f"SSE streams from {UPSTREAM} are slow to start.",
-            f"The 95th percentile time from request send to the first SSE event for {WHERE}"
-            " is {{ $value | humanizeDuration }} over the last 5m. Fires above"
-            f" {TTFE_P95_SECONDS}s with at least {MIN_STREAMS} first events in 5m, for {TTFE_FOR}.",
+            "SSE streams of route {{ $labels.otelsse_route }} are slow to show output.",
+            "The 95th percentile time from request send to the first model output (text,"
+            " reasoning, refusal or tool call) for job {{ $labels.job }} on route"
+            " {{ $labels.otelsse_route }} is {{ $value | humanizeDuration }} over the last 5m."
+            f" Fires above {TTFO_P95_SECONDS}s with at least {MIN_STREAMS} first outputs in 5m,"
+            f" for {TTFO_FOR}.",
+        )
+    )
+    rules.append(
+        alert(
+            "OtelsseInvalidToolCallRateHigh",
+            both(
+                f"otelsse:tool_call_invalid:ratio_rate5m > {INVALID_TOOL_CALL_RATIO}",
+                f"otelsse:client_tool_calls:increase5m >= {MIN_STREAMS}",
+            ),
+            TOOL_CALL_FOR,
+            "warning",
+            f"Tool calls streamed from {UPSTREAM} have invalid arguments.",
+            f"{PERCENT} of the tool calls the application runs, streamed to {WHERE} in the last"
+            " 5m, ended with arguments that are not exactly one JSON value (or never closed)."
+            f" Fires above {INVALID_TOOL_CALL_RATIO:.0%} with at least {MIN_STREAMS} such calls"
+            f" in 5m, for {TOOL_CALL_FOR}.",
         )
     )
     rules += [
@@ -256,11 +392,22 @@ def alerting_rules() -> dict[str, Any]:
         )
         for name, outcome, meaning in ANY_ALERTS
     ]
-    rules.append(
+    rules += instrumentation_alerts()
+    return {
+        "groups": [
+            {"name": "otelsse.alerts", "rules": rules},
+            {"name": "otelsse.gate.alerts", "rules": gate_alerts()},
+        ]
+    }
+
+
+def instrumentation_alerts() -> list[dict[str, Any]]:
+    """Any failure of otelsse's own is a ticket; one stream in twenty of a job's is a page."""
+    errors_5m = f"increase({INSTRUMENTATION_ERRORS}[5m])"
+    return [
         alert(
             "OtelsseInstrumentationErrors",
-            "sum by (job, instance, otelsse_instrumentation_stage)"
-            " (increase(otelsse_instrumentation_errors_total[5m])) > 0\n",
+            f"sum by (job, instance, otelsse_instrumentation_stage) ({errors_5m}) > 0\n",
             ANY_FOR,
             "warning",
             "otelsse failed inside job {{ $labels.job }} at stage"
@@ -270,14 +417,28 @@ def alerting_rules() -> dict[str, Any]:
             " (instance {{ $labels.instance }}) in the last 5m. The application was not"
             " affected; the streams concerned are unobserved, reported as internal_error, or"
             " miss their metrics.",
-        )
-    )
-    return {
-        "groups": [
-            {"name": "otelsse.alerts", "rules": rules},
-            {"name": "otelsse.gate.alerts", "rules": gate_alerts()},
-        ]
-    }
+        ),
+        alert(
+            "OtelsseInstrumentationErrorRateHigh",
+            # Measured against the streams counted, but guarded by the errors: failing before
+            # the streams' own metrics (stage send, record_metrics) leaves fewer streams to
+            # divide by, or none at all (then 0, and x / 0 is +Inf: it fires).
+            both(
+                f"sum by (job) ({errors_5m}) >= {MIN_STREAMS}",
+                f"sum by (job) ({errors_5m})\n/\n(sum by (job) (otelsse:streams:increase5m)"
+                f" or sum by (job) ({errors_5m}) * 0) > {INSTRUMENTATION_ERROR_RATIO}",
+                on="job",
+            ),
+            INSTRUMENTATION_FOR,
+            "critical",
+            "otelsse fails on many streams of job {{ $labels.job }}.",
+            "otelsse contained {{ $value | humanize }} failures of its own in job"
+            " {{ $labels.job }} in the last 5m, more than"
+            f" {INSTRUMENTATION_ERROR_RATIO:.0%} of the streams it counted there: that much of"
+            " the job's stream telemetry (spans, metrics, outcomes) is missing or internal_error."
+            f" Fires from {MIN_STREAMS} errors in 5m, for {INSTRUMENTATION_FOR}.",
+        ),
+    ]
 
 
 def gate_alerts() -> list[dict[str, Any]]:
@@ -293,7 +454,7 @@ def gate_alerts() -> list[dict[str, Any]]:
     return [
         alert(
             "OtelsseToolCallsQuarantined",
-            f"{quarantined} > {QUARANTINE_RATIO}\nand on ({GATE_BY})\n{guard}\n",
+            both(f"{quarantined} > {QUARANTINE_RATIO}", guard, on=GATE_BY),
             QUARANTINE_FOR,
             "warning",
             f"The tool gate of {agent} is quarantining tool calls.",
@@ -305,8 +466,12 @@ def gate_alerts() -> list[dict[str, Any]]:
         ),
         alert(
             "OtelsseToolCallDenialSpike",
-            f"{denied} > {DENIAL_RATIO}\nand on ({GATE_BY})\n"
-            f"{denied} / {denied_today} > {DENIAL_SPIKE}\nand on ({GATE_BY})\n{guard}\n",
+            both(
+                f"{denied} > {DENIAL_RATIO}",
+                f"{denied} / {denied_today} > {DENIAL_SPIKE}",
+                guard,
+                on=GATE_BY,
+            ),
             DENIAL_FOR,
             "warning",
             f"The tool gate's policy is denying many more tool calls of {agent} than usual.",
@@ -351,7 +516,7 @@ def slo_rules() -> dict[str, Any]:
                 for_,
                 severity,
                 f"SSE stream failures from {UPSTREAM} are burning the stream-success error budget.",
-                f"{PERCENT} of the streams of {WHERE} ended in a server-side failure over the"
+                f"{PERCENT} of the streams of {WHERE} ended in a provider-side failure over the"
                 f" last {long} (and over the last {short} too), spending the 30-day error budget"
                 f" of the {SLO_TARGET:.0%} stream-success SLO at least {factor:g}x as fast as it"
                 f" allows. Requires at least {MIN_STREAMS} streams in {long}.",
@@ -373,13 +538,18 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
-def render() -> dict[str, str]:
-    """File name -> the text this generator writes."""
+def render(runbook_url: str = RUNBOOK_URL) -> dict[str, str]:
+    """File name -> the text this generator writes, runbook links under ``runbook_url``."""
     files = {
         "otelsse-recording.rules.yaml": recording_rules(),
         "otelsse-alerts.rules.yaml": alerting_rules(),
         "otelsse-slo.rules.yaml": slo_rules(),
     }
+    for content in files.values():
+        for group in content["groups"]:
+            for rule in group["rules"]:
+                if "alert" in rule:
+                    rule["annotations"]["runbook_url"] = f"{runbook_url}#{rule['alert'].lower()}"
     return {
         name: HEADER.format(by=BY)
         + yaml.dump(content, Dumper=_Dumper, sort_keys=False, width=1000, allow_unicode=True)
@@ -387,10 +557,16 @@ def render() -> dict[str, str]:
     }
 
 
-def main() -> int:
-    for name, text in render().items():
-        (HERE / name).write_text(text, encoding="utf-8")
-        print(f"wrote {HERE / name}")
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--runbook-url", default=RUNBOOK_URL, help="where docs/runbooks.md is published"
+    )
+    parser.add_argument("--output", type=Path, default=HERE, help="directory to write into")
+    args = parser.parse_args(argv)
+    for name, text in render(args.runbook_url).items():
+        (args.output / name).write_text(text, encoding="utf-8")
+        print(f"wrote {args.output / name}")
     return 0
 
 

@@ -5,17 +5,24 @@ No Grafana runs offline, so this proves the structure instead: every JSON file i
 unique panel ids, complete non-overlapping 24-column grid), every panel and query uses the
 ``${datasource}`` template variable (no ``__inputs``, which file provisioning never resolves),
 every referenced variable exists and every variable is used. Every query, with the variables at
-"All", selects only series and labels otelsse exports (``tests.sre._promql.EXPORTED`` and the
-tool gate's ``tests.sre.test_gate_metrics.GATE_EXPORTED``, per selector, and per expression for
-grouping labels) with values of their closed sets (outcomes, tool-call states, error types...),
-parses with the real ``promtool check rules``, and returns data under ``promtool test rules`` on
-synthetic series shaped like otelsse's export (outcomes pre-created at 0, stop reason absent on
-truncations, the generic route without provider, refusals and server-run tool calls, the gate's
-calls in their final states with their error types). The "Tool gate" row shows the calls by
-final state over time, the quarantine rate by error type, the policy denials by tool and the
-calls needing reconciliation. The
-committed JSON must equal ``generate.py``'s output, and the provisioning YAML must point at the
-documented paths and provide the data source uids.
+"All", selects only series and labels otelsse exports (``tests.sre._promql.EXPORTED``, the GenAI
+client metrics of ``semconv.GENAI_METRICS`` and the tool gate's
+``tests.sre.test_gate_metrics.GATE_EXPORTED``, per selector, and per expression for grouping
+labels) with values of their closed sets (outcomes, tool-call states, error types...), filters
+on exactly the dashboard variables its metric has labels for, parses with the real ``promtool
+check rules``, and returns data under ``promtool test rules`` on synthetic series shaped like
+otelsse's export (outcomes pre-created at 0, stop reason absent on truncations, a status on
+rate limits and HTTP errors, histograms by route, provider and outcome only, the GenAI metrics
+under both name sets, the generic route without provider or model, refusals and server-run tool
+calls, the gate's calls in their final states with their error types). The stream-success
+panels select the SLO's bad streams exactly as its rules do. The latency histograms ask for
+exemplars; the failing-streams table links each row to its spans in the traces data source; the
+runbook links use one variable whose value is the rules' ``RUNBOOK_URL`` and point at existing
+runbook sections, every alert's included. The "Tool gate" row shows the calls by final state
+over time, the quarantine rate by error type, the policy denials by tool and the calls needing
+reconciliation. The committed JSON must equal ``generate.py``'s output, and the provisioning YAML
+must point at the documented paths, provide the data source uids without forcing a default, and
+link the Prometheus exemplars' trace ids to the traces data source.
 """
 
 from __future__ import annotations
@@ -39,14 +46,31 @@ from tests.sre._promql import label_names, metric_names, substitute_grafana_vari
 from ._tools import load_script, promtool
 from .test_gate_metrics import GATE_EXPORTED, GEN
 
-#: Every series otelsse exports: the streams' and the tool gate's (``semconv.GATE_METRICS``).
-EXPORTED: dict[str, frozenset[str]] = {**_promql.EXPORTED, **GATE_EXPORTED}
+
+def _genai_exported() -> dict[str, frozenset[str]]:
+    """The GenAI client metrics' series, both name sets (``_promql.EXPORTED`` has otelsse's)."""
+    exported = {}
+    for spec in semconv.GENAI_METRICS:
+        labels = _promql.TARGET_LABELS | {_promql.prometheus_label(a) for a in spec.attributes}
+        for series in _promql.prometheus_series(spec):
+            exported[series] = labels | {"le"} if series.endswith("_bucket") else labels
+    return exported
+
+
+GENAI_EXPORTED = _genai_exported()
+#: Every series otelsse exports: the streams', the GenAI client metrics and the tool gate's.
+EXPORTED: dict[str, frozenset[str]] = {**_promql.EXPORTED, **GENAI_EXPORTED, **GATE_EXPORTED}
 GATE_CALLS = "otelsse_gate_calls_total"
 
-GRAFANA = Path(__file__).resolve().parents[2] / "dashboards" / "grafana"
+ROOT = Path(__file__).resolve().parents[2]
+GRAFANA = ROOT / "dashboards" / "grafana"
+RULES = load_script(ROOT / "dashboards" / "prometheus" / "generate_rules.py")
 DASHBOARD_FILES = sorted((GRAFANA / "dashboards").glob("*.json"))
 PROVIDER_PATH = "/var/lib/grafana/dashboards/otelsse"
 DATASOURCE_REF = {"type": "prometheus", "uid": "${datasource}"}
+#: The traces data source type the failing-streams links query: the compose stack's Jaeger.
+TRACES_TYPE = "jaeger"
+STATUS = "http_response_status_code"
 
 # A template variable reference in any of Grafana's three syntaxes; names starting with "__"
 # are Grafana's built-ins ($__rate_interval, $__range, ...).
@@ -97,6 +121,13 @@ def _variables(dashboard: Json) -> dict[str, Json]:
 def _references(text: str) -> set[str]:
     names = {a or b or c for a, b, c in _VARIABLE_REF.findall(text)}
     return {name for name in names if not name.startswith("__")}
+
+
+def _label_values(query: str) -> tuple[str, str]:
+    """(series selector, label) of a ``label_values()`` variable query."""
+    match = _LABEL_VALUES.match(query)
+    assert match, f"not a label_values() query: {query}"
+    return match.group(1), match.group(2)
 
 
 def _queries(dashboard: Json) -> dict[str, str]:
@@ -199,12 +230,27 @@ def test_targets_have_ref_id_and_expr(dashboard: Json) -> None:
         assert all(isinstance(t["expr"], str) and t["expr"].strip() for t in panel["targets"])
 
 
+def _links(panel: Json) -> list[Json]:
+    """A panel's links: its own, and the data links of its fields."""
+    return [*panel.get("links", []), *panel["fieldConfig"]["defaults"].get("links", [])]
+
+
 def test_variables_chained_and_all_used(dashboard: Json) -> None:
-    variables = list(_variables(dashboard))
-    assert variables[0] == "datasource"
-    for position, name in enumerate(variables[1:], start=1):
-        variable = _variables(dashboard)[name]
-        assert variable["type"] == "query", name
+    variables = _variables(dashboard)
+    sources = [name for name, v in variables.items() if v["type"] == "datasource"]
+    assert sources == ["datasource", "traces"]
+    assert variables["traces"]["query"] == TRACES_TYPE
+    # The runbook base is one setting: a hidden constant, the rules' RUNBOOK_URL.
+    constants = {name: v for name, v in variables.items() if v["type"] == "constant"}
+    assert list(constants) == ["runbook_url"]
+    assert (constants["runbook_url"]["query"], constants["runbook_url"]["hide"]) == (
+        RULES.RUNBOOK_URL,
+        2,
+    )
+    chain = [name for name, v in variables.items() if v["type"] == "query"]
+    assert len(chain) + len(sources) + len(constants) == len(variables)
+    for position, name in enumerate(chain):
+        variable = variables[name]
         assert (variable["multi"], variable["includeAll"], variable["allValue"]) == (
             True,
             True,
@@ -212,14 +258,21 @@ def test_variables_chained_and_all_used(dashboard: Json) -> None:
         ), name
         assert variable["refresh"] == 2, f"{name} must refresh on time range change"
         # A variable's values may depend only on the choices made before it.
-        assert _references(variable["query"]) <= set(variables[:position]), name
+        assert _references(variable["query"]) <= set(chain[:position]), name
     used: set[str] = set()
     for panel in _query_panels(dashboard):
         texts = [panel["title"], *(t["expr"] for t in panel["targets"])]
         texts += [t.get("legendFormat", "") for t in panel["targets"]]
+        texts += [link["url"] for link in _links(panel)]
         used |= set().union(*map(_references, texts))
+    used |= set().union(*(_references(link["url"]) for link in dashboard["links"]))
     assert used <= set(variables), f"undefined variables: {used - set(variables)}"
     assert set(variables) - {"datasource"} <= used, "defined but never used in a panel"
+
+
+def test_model_variable_is_the_request_model(dashboard: Json) -> None:
+    # The counters carry the requested model: it exists even for a stream refused with a 429.
+    assert _variables(dashboard)["model"]["query"].endswith(", gen_ai_request_model)")
 
 
 # -- the queries -----------------------------------------------------------------------------------
@@ -254,8 +307,9 @@ def test_queries_use_only_exported_metrics_and_labels(dashboard: Json) -> None:
 
 
 def test_failure_outcomes_shown_as_percentages_with_thresholds(dashboard: Json) -> None:
-    """Each server-side failure outcome has its own percentage panel with warning levels, and
-    every "all failures" regex names exactly ``semconv.ERROR_OUTCOMES``."""
+    """Each error outcome has its own percentage panel with warning levels; every "all
+    failures" regex names exactly ``semconv.ERROR_OUTCOMES``, or the SLO's bad streams, and those
+    only with the SLO's status rule in the same selector."""
     percent_panels = {
         outcome
         for panel in _query_panels(dashboard)
@@ -265,22 +319,52 @@ def test_failure_outcomes_shown_as_percentages_with_thresholds(dashboard: Json) 
         for outcome in re.findall(r'otelsse_outcome="(\w+)"', t["expr"])
     }
     assert percent_panels >= semconv.ERROR_OUTCOMES
-    regexes = [
-        set(value.split("|"))
+    groups = [
+        matchers
         for t in itertools.chain.from_iterable(p["targets"] for p in _query_panels(dashboard))
-        for value in re.findall(r'otelsse_outcome[=!]~"([^"]*)"', t["expr"])
+        for _, matchers in _SELECTOR.findall(t["expr"])
     ]
-    assert regexes
-    assert all(group == semconv.ERROR_OUTCOMES for group in regexes if len(group) > 2), (
-        "a failure regex drifted from semconv.ERROR_OUTCOMES"
-    )
+    slo = 0
+    for matchers in groups:
+        found = {(label, op): value for label, op, value in _MATCHER.findall(matchers)}
+        outcomes = set(found.get(("otelsse_outcome", "=~"), "").split("|"))
+        if len(outcomes) <= 2:
+            continue
+        assert outcomes in (semconv.ERROR_OUTCOMES, semconv.SLO_BAD_OUTCOMES), outcomes
+        if outcomes == semconv.SLO_BAD_OUTCOMES:
+            slo += 1
+            assert found[STATUS, "!~"] == semconv.SLO_EXCLUDED_STATUS, matchers
+    assert slo, "no panel shows the stream-success SLO's bad streams"
+    # The very selector the SLO's rules count.
+    assert any(RULES.SLO_BAD in expr for expr in _queries(dashboard).values())
 
 
 def test_every_exported_metric_is_shown(dashboard: Json) -> None:
-    """Each counter, gauge and histogram (by its buckets) otelsse exports has a panel."""
+    """Each counter, gauge and histogram otelsse exports (any of a histogram's series), the
+    GenAI client metrics under both name sets and the gate's counter have a panel."""
     shown = set().union(*map(metric_names, _queries(dashboard).values()))
-    families = {name for name in EXPORTED if not name.endswith(("_sum", "_count"))}
-    assert families - shown == set()
+    specs = (*semconv.METRICS, *semconv.GENAI_METRICS, *semconv.GATE_METRICS)
+    hidden = [spec.name for spec in specs if not set(_promql.prometheus_series(spec)) & shown]
+    assert not hidden
+
+
+def test_every_query_filters_on_the_variables_its_metric_has(dashboard: Json) -> None:
+    """A filter the metric lacks would empty the panel; one it has but ignores would lie."""
+    chain = {v["name"]: v for v in dashboard["templating"]["list"] if v["type"] == "query"}
+    label_of = {name: _label_values(v["query"])[1] for name, v in chain.items()}
+    variable_of = {label: name for name, label in label_of.items()}
+    for where, expr in _queries(dashboard).items():
+        if where.startswith("variable"):
+            continue
+        for metric, matchers in _SELECTOR.findall(expr):
+            filtered = {
+                label for label, op, value in _MATCHER.findall(matchers) if value.startswith("$")
+            }
+            expected = {label for label in label_of.values() if label in EXPORTED[metric]}
+            assert filtered == expected, (where, metric)
+            for label, _, value in _MATCHER.findall(matchers):
+                if value.startswith("$"):
+                    assert value == f"${variable_of[label]}", (where, label)
 
 
 def test_every_query_passes_promtool(dashboard: Json, tmp_path: Path) -> None:
@@ -305,17 +389,19 @@ def _series(metric: str, labels: dict[str, str], values: str) -> dict[str, str]:
 
 def _contract_shaped_series() -> list[dict[str, str]]:
     """Twenty minutes of series shaped as otelsse exports them: every outcome pre-created at 0
-    without a stop reason, finished streams with one, truncations without, a provider route and
-    the generic route (no provider or model), the application's tool calls of both validities
-    and server-run ones without validity, refusals (pre-created at 0), every instrumentation
-    stage at 0, and the scope labels that queries must aggregate away."""
+    without a stop reason or status, finished streams with one, truncations without, a 429 and
+    HTTP errors with their status, a provider route and the generic route (no provider or
+    model), histograms by route, provider and outcome only, the GenAI client metrics (provider
+    routes only) under both name sets, the application's tool calls of both validities and
+    server-run ones without validity, refusals (pre-created at 0), every instrumentation stage at
+    0, and the scope labels that queries must aggregate away."""
     target = {"job": "otelsse-demo", "instance": "127.0.0.1:9464", "otel_scope_name": "otelsse"}
     routes = [
         {
             "otelsse_route": "openai.chat_completions",
             "server_address": "api.openai.test",
             "gen_ai_provider_name": "openai",
-            "gen_ai_response_model": "gpt-test",
+            "gen_ai_request_model": "gpt-test",
         },
         {"otelsse_route": "generic", "server_address": "sse.local.test"},
     ]
@@ -327,22 +413,34 @@ def _contract_shaped_series() -> list[dict[str, str]]:
         )
         for stage in semconv.INSTRUMENTATION_STAGES
     ]
+    histograms = [
+        name
+        for spec in semconv.METRICS
+        for name in _promql.prometheus_series(spec)
+        if name.endswith("_bucket")
+    ]
     for route in routes:
         key = target | route
         series += [
-            _series(
-                "otelsse_streams_total",
-                key | {"otelsse_outcome": outcome.value},
-                "0+1x20" if outcome is Outcome.TRUNCATED else "0x20",
-            )
+            _series("otelsse_streams_total", key | {"otelsse_outcome": outcome.value}, "0x20")
             for outcome in Outcome
         ]
-        finished = key | {"otelsse_outcome": "complete", "otelsse_stop_reason": "stop"}
-        series.append(_series("otelsse_streams_total", finished, "0+5x20"))
+        ended = [
+            ({"otelsse_outcome": "complete", "otelsse_stop_reason": "stop", STATUS: "200"}, 5),
+            ({"otelsse_outcome": "truncated", STATUS: "200"}, 1),
+            ({"otelsse_outcome": "rate_limited", STATUS: "429"}, 1),
+            ({"otelsse_outcome": "http_error", STATUS: "503"}, 1),
+            ({"otelsse_outcome": "http_error", STATUS: "401"}, 1),
+        ]
         series += [
-            _series(bucket, finished | {"le": le}, "0+5x20")
-            for bucket in EXPORTED
-            if bucket.endswith("_bucket")
+            _series("otelsse_streams_total", key | labels, f"0+{rate}x20") for labels, rate in ended
+        ]
+        histogram_key = {k: v for k, v in key.items() if k in EXPORTED[histograms[0]]} | {
+            "otelsse_outcome": "complete"
+        }
+        series += [
+            _series(bucket, histogram_key | {"le": le}, "0+5x20")
+            for bucket in histograms
             for le in ("1", "+Inf")
         ]
         client = key | {"otelsse_tool_call_kind": semconv.TOOL_CALL_CLIENT}
@@ -355,6 +453,7 @@ def _contract_shaped_series() -> list[dict[str, str]]:
         series.append(_series("otelsse_stream_refusals_total", key, "0x10 0+1x10"))
         active = {k: v for k, v in key.items() if k in EXPORTED["otelsse_streams_active"]}
         series.append(_series("otelsse_streams_active", active, "2x20"))
+    series += _genai_series(target | {k: v for k, v in routes[0].items() if k != "otelsse_route"})
     # The tool gate's calls: a series per (state, tool, error type), born with its first call.
     gate = [
         ("executed", "write_file", None, "_ 3+3x19"),
@@ -370,6 +469,23 @@ def _contract_shaped_series() -> list[dict[str, str]]:
         series.append(
             _series(GATE_CALLS, labels | ({"error_type": error} if error else {}), values)
         )
+    return series
+
+
+def _genai_series(key: dict[str, str]) -> list[dict[str, str]]:
+    """Both GenAI name sets for one call key: histograms by bucket and sum, the latest set's
+    token counters, the legacy usage histogram by token type."""
+    key = key | {"gen_ai_operation_name": "chat"}
+    series = []
+    for spec in semconv.GENAI_METRICS:
+        types = ("input", "output") if "gen_ai.token.type" in spec.attributes else (None,)
+        for token_type in types:
+            labels = key | ({"gen_ai_token_type": token_type} if token_type else {})
+            for name in _promql.prometheus_series(spec):
+                if name.endswith("_bucket"):
+                    series += [_series(name, labels | {"le": le}, "0+2x20") for le in ("1", "+Inf")]
+                else:
+                    series.append(_series(name, labels, "0+40x20"))
     return series
 
 
@@ -432,11 +548,88 @@ def test_datasources_provisioned() -> None:
         "prometheus",
         "http://prometheus:9090",
     )
-    assert (by_uid["jaeger"]["type"], by_uid["jaeger"]["url"]) == ("jaeger", "http://jaeger:16686")
-    assert [d["uid"] for d in config["datasources"] if d.get("isDefault")] == ["prometheus"]
-    # The dashboards' datasource variable lists data sources of this type.
+    assert (by_uid["jaeger"]["type"], by_uid["jaeger"]["url"]) == (
+        TRACES_TYPE,
+        "http://jaeger:16686",
+    )
+    # Mounted into an existing Grafana, they must not take its default data source over.
+    assert not [d["uid"] for d in config["datasources"] if "isDefault" in d]
+    # Exemplars' trace ids (the OTLP exporters' label) open the trace in the traces source.
+    destinations = by_uid["prometheus"]["jsonData"]["exemplarTraceIdDestinations"]
+    assert destinations == [{"name": "trace_id", "datasourceUid": "jaeger"}]
+    # The dashboards' data source variables list data sources of these types.
     for path in DASHBOARD_FILES:
-        assert _variables(_load(path))["datasource"]["query"] == by_uid["prometheus"]["type"]
+        variables = _variables(_load(path))
+        assert variables["datasource"]["query"] == by_uid["prometheus"]["type"]
+        assert variables["traces"]["query"] == by_uid["jaeger"]["type"]
+
+
+# -- exemplars and links ---------------------------------------------------------------------------
+
+
+def test_latency_panels_show_exemplars(dashboard: Json) -> None:
+    """Every percentile over time of a seconds histogram asks for its buckets' trace_id
+    exemplars; instant queries (stats, tables) have none to show and do not ask."""
+    latency = 0
+    for panel in _query_panels(dashboard):
+        for t in panel["targets"]:
+            seconds = re.search(r"histogram_quantile\(.*_seconds_bucket", t["expr"])
+            if panel["type"] == "timeseries" and seconds:
+                latency += 1
+                assert t.get("exemplar") is True, (panel["title"], t["refId"])
+            elif t.get("exemplar"):
+                assert panel["type"] == "timeseries", panel["title"]
+                assert "histogram_quantile" in t["expr"], panel["title"]
+    assert latency >= 5
+
+
+def test_runbook_links_point_at_runbook_sections_for_every_alert(dashboard: Json) -> None:
+    anchors = set()
+    for panel in _query_panels(dashboard):
+        for link in panel.get("links", []):
+            base, anchor = link["url"].split("#")
+            assert base == "${runbook_url}", link
+            assert link["title"].startswith("Runbook: "), link
+            assert link["title"].removeprefix("Runbook: ").lower() == anchor
+            anchors.add(anchor)
+    runbooks = (ROOT / "docs" / "runbooks.md").read_text(encoding="utf-8")
+    headings = {
+        line.lstrip("#").strip().lower() for line in runbooks.splitlines() if line.startswith("## ")
+    }
+    assert anchors <= headings
+    alerts = {
+        rule["alert"].lower()
+        for path in (ROOT / "dashboards" / "prometheus").glob("*.rules.yaml")
+        for group in yaml.safe_load(path.read_text())["groups"]
+        for rule in group["rules"]
+        if "alert" in rule
+    }
+    assert anchors == alerts, "an alert no panel links to, or a link to no alert"
+
+
+def test_failing_streams_link_to_their_spans_by_outcome(dashboard: Json) -> None:
+    """The per-outcome drill-down: each row of the failing-streams table opens Explore on the
+    traces data source, searching the otelsse.stream spans of that job, route and outcome."""
+    [panel] = [p for p in _query_panels(dashboard) if p["title"].startswith("Failing streams")]
+    [t] = panel["targets"]
+    assert (t["format"], t["instant"]) == ("table", True)
+    assert _groups(t["expr"]) == {"job", "otelsse_route", "otelsse_outcome"}
+    [link] = panel["fieldConfig"]["defaults"]["links"]
+    path, query = link["url"].split("?", 1)
+    assert path == "/explore"
+    params = dict(part.split("=", 1) for part in query.split("&"))
+    [pane] = json.loads(params["panes"]).values()
+    assert pane["datasource"] == "${traces}"
+    assert pane["range"] == {"from": "${__from}", "to": "${__to}"}
+    [search] = pane["queries"]
+    assert search["datasource"] == {"type": TRACES_TYPE, "uid": "${traces}"}
+    assert (search["queryType"], search["operation"]) == ("search", semconv.SPAN_NAME)
+    assert search["service"] == "${__data.fields.job}"
+    tags = dict(tag.split("=", 1) for tag in search["tags"].split())
+    assert tags == {
+        semconv.OUTCOME: "${__data.fields.otelsse_outcome}",
+        semconv.ROUTE: "${__data.fields.otelsse_route}",
+    }
 
 
 # -- the tool gate ---------------------------------------------------------------------------------

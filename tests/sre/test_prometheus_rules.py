@@ -1,18 +1,23 @@
 """otelsse's Prometheus rules (dashboards/prometheus/*.rules.yaml) are valid, tested, generated,
-documented, and query only what otelsse exports.
+documented, cheap at scale, and query only what otelsse exports.
 
 How: Debian's real ``promtool`` checks every rule file (and the rule count it reports must equal
 the rules in the YAML) and runs every unit-test file in dashboards/prometheus/tests/, which fire
-and silence each alert on synthetic series. The rest is read from the YAML: the files equal what
-generate_rules.py renders; every alert (each SLO window pair on its own) has a firing and a silent
-promtool case, a severity, a summary, a description and a runbook_url whose anchor is a heading
-of docs/runbooks.md; every alert threshold is one literal number after its comparison (the
-end-to-end test rewrites ``<op> <number>`` to ``>= -Inf``, and promtool must still accept the
-result); every series an expression selects is exported (tests/sre/_promql.EXPORTED, and the
-tool gate's ``tests/sre/test_gate_metrics.GATE_EXPORTED``) or recorded here, with only labels that
-series carries, and every value it selects on the gate's state and error type is one the gate
-has. The gate's alerts are held to what they promise: quarantines against all gate calls under a
-traffic guard, denial spikes against the day's share under the same guard, and any new call
+and silence each alert on synthetic series and pin the recorded values, the SLO's long windows
+over three days included. The rest is read from the YAML: the files equal what
+generate_rules.py renders, under whatever runbook base URL it is given; every alert (each SLO
+window pair on its own) has a firing and a silent promtool case, a severity, a summary, a
+description and a runbook_url whose anchor is a heading of docs/runbooks.md, whose section says
+what it means, what to check (with PromQL) and what to do; every alert threshold is one literal
+number after its comparison (the end-to-end test rewrites ``<op> <number>`` to ``>= -Inf``, and
+promtool must still accept the result); every series an expression selects is exported
+(tests/sre/_promql.EXPORTED, and the tool gate's ``tests/sre/test_gate_metrics.GATE_EXPORTED``)
+or recorded here, with only labels that series carries, and every value it selects on the gate's
+state and error type is one the gate has; so does every PromQL line of the runbooks, which
+promtool parses. The SLO counts exactly ``semconv.SLO_BAD_OUTCOMES`` with the 4xx exclusion in
+one selector, and only 5-minute rules read exported series: every longer window sums recorded
+ones. The gate's alerts are held to what they promise: quarantines against all gate calls under
+a traffic guard, denial spikes against the day's share under the same guard, and any new call
 needing reconciliation pages, a series born with its first call included. Without promtool the
 tests fail: they never skip.
 """
@@ -35,16 +40,17 @@ from . import _promql
 from ._promql import label_names, metric_names
 from ._tools import load_script, promtool
 from .test_gate_metrics import GATE_EXPORTED, GEN
+from .test_grafana_dashboard import GENAI_EXPORTED
 
-#: Every series otelsse exports: the streams' and the tool gate's.
-EXPORTED: dict[str, frozenset[str]] = {**_promql.EXPORTED, **GATE_EXPORTED}
+#: Every series otelsse exports: the streams', the GenAI client metrics and the tool gate's.
+EXPORTED: dict[str, frozenset[str]] = {**_promql.EXPORTED, **GENAI_EXPORTED, **GATE_EXPORTED}
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES_DIR = ROOT / "dashboards" / "prometheus"
 RULE_FILES = sorted(RULES_DIR.glob("*.rules.yaml"))
 TEST_FILES = sorted((RULES_DIR / "tests").glob("*.test.yaml"))
 RUNBOOKS = ROOT / "docs" / "runbooks.md"
-RUNBOOK_URL = "https://github.com/otelsse/otelsse/blob/main/docs/runbooks.md"
+GENERATOR = load_script(RULES_DIR / "generate_rules.py")
 
 # The SLO and its windows as the Google SRE workbook ("Alerting on SLOs", table 5-8) sets them:
 # (long, short) -> (budget burn factor, severity).
@@ -55,6 +61,7 @@ BURN_RATES = {
     ("1d", "2h"): (3, "warning"),
     ("3d", "6h"): (1, "warning"),
 }
+SLO_WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
 
 _OP = r"(?:==|!=|>=|<=|>|<)"
 _NUMBER = r"[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
@@ -64,6 +71,7 @@ _LITERAL_COMPARISON = re.compile(
 )
 _SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{([^}]*)\}")
 _MATCHER_LABEL = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)")
+_MATCHER = re.compile(r'([a-zA-Z_]\w*)\s*(=~|!~|!=|=)\s*"([^"]*)"')
 _BY = re.compile(r"\bby\s*\(([^)]*)\)")
 _TEMPLATE_LABEL = re.compile(r"\$labels\.([a-zA-Z_][a-zA-Z0-9_]*)")
 
@@ -110,6 +118,15 @@ def _recorded_labels() -> dict[str, frozenset[str]]:
 
 
 RECORDED = _recorded_labels()
+_RECORD_EXPRS = {rule["record"]: rule["expr"] for rule in RECORDS}
+
+
+def _reads(expr: str) -> set[str]:
+    """The exported series an expression reads, through the recording rules it reads."""
+    names = set()
+    for name in metric_names(expr):
+        names |= _reads(_RECORD_EXPRS[name]) if name in _RECORD_EXPRS else {name}
+    return names
 
 
 def _allowed_labels(name: str) -> frozenset[str]:
@@ -144,8 +161,7 @@ def _alert_cases() -> list[dict[str, Any]]:
 
 
 def test_rule_files_are_what_the_generator_renders() -> None:
-    generator = load_script(RULES_DIR / "generate_rules.py")
-    rendered: dict[str, str] = generator.render()
+    rendered: dict[str, str] = GENERATOR.render()
     assert sorted(rendered) == [path.name for path in RULE_FILES]
     for path in RULE_FILES:
         assert path.read_text(encoding="utf-8") == rendered[path.name], (
@@ -204,8 +220,48 @@ def test_every_alert_is_documented(rule: dict[str, Any]) -> None:
     assert annotations["summary"].strip()
     assert annotations["description"].strip()
     anchor = rule["alert"].lower()
-    assert annotations["runbook_url"] == f"{RUNBOOK_URL}#{anchor}"
+    assert annotations["runbook_url"] == f"{GENERATOR.RUNBOOK_URL}#{anchor}"
     assert anchor in {_github_anchor(heading) for heading in _runbook_headings()}
+
+
+def test_the_runbook_base_url_is_one_setting(tmp_path: Path) -> None:
+    """``--runbook-url`` moves every alert's link and nothing else."""
+    base = "https://wiki.example.internal/sre/otelsse-runbooks"
+    assert GENERATOR.main(["--runbook-url", base, "--output", str(tmp_path)]) == 0
+    for path in RULE_FILES:
+        moved = _load(tmp_path / path.name)
+        assert moved == yaml.safe_load(
+            path.read_text(encoding="utf-8").replace(GENERATOR.RUNBOOK_URL, base)
+        )
+        for group in moved["groups"]:
+            for rule in group["rules"]:
+                if "alert" in rule:
+                    url = rule["annotations"]["runbook_url"]
+                    assert url == f"{base}#{rule['alert'].lower()}"
+
+
+def _sections() -> dict[str, str]:
+    """Runbook heading -> its text, up to the next heading of any level."""
+    sections: dict[str, str] = {}
+    heading, fenced = "", False
+    for line in RUNBOOKS.read_text(encoding="utf-8").splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        if not fenced and re.match(r"#{1,6} ", line):
+            heading = line.lstrip("#").strip()
+            sections[heading] = ""
+        elif heading:
+            sections[heading] += line + "\n"
+    return sections
+
+
+@pytest.mark.parametrize("name", sorted({rule["alert"] for rule in ALERTS}))
+def test_every_runbook_says_what_it_means_what_to_check_and_what_to_do(name: str) -> None:
+    text = _sections()[name]
+    for part in ("**Means.**", "**Likely causes", "**Confirm.**", "**Act.**"):
+        assert part in text, f"{name}: no {part}"
+    confirm = text.split("**Confirm.**", 1)[1].split("**Act.**", 1)[0]
+    assert "```promql\n" in confirm, f"{name}: no PromQL to drill down with"
 
 
 def test_runbooks_have_one_section_per_alert() -> None:
@@ -288,21 +344,174 @@ def test_slo_alerts_cover_the_workbook_window_pairs() -> None:
         assert re.search(rf"\band on \(.+\)\s+otelsse:streams:increase{long} >= ", rule["expr"])
 
 
-def test_slo_error_ratio_counts_exactly_the_server_side_failures() -> None:
-    ratios = {
-        rule["record"]: rule["expr"]
-        for rule in RECORDS
-        if rule["record"].startswith("otelsse:stream_error:")
+def test_slo_error_ratio_counts_exactly_the_provider_side_failures() -> None:
+    """One selector: ``semconv.SLO_BAD_OUTCOMES``, an http_error only when not a 4xx. Rate
+    limits, 4xx answers and the client's own timeouts never burn the budget."""
+    bad = _RECORD_EXPRS["otelsse:stream_error:increase5m"]
+    [(metric, matchers)] = _SELECTOR.findall(bad)
+    assert metric == "otelsse_streams_total"
+    found = {(label, op): value for label, op, value in _MATCHER.findall(matchers)}
+    assert found.keys() == {("otelsse_outcome", "=~"), ("http_response_status_code", "!~")}
+    assert set(found["otelsse_outcome", "=~"].split("|")) == semconv.SLO_BAD_OUTCOMES
+    assert found["http_response_status_code", "!~"] == semconv.SLO_EXCLUDED_STATUS
+    assert not {"rate_limited", "timeout", "cancelled"} & semconv.SLO_BAD_OUTCOMES
+    # Every stream counts in the denominator: the 5m counts summed over every outcome.
+    assert _reads(_RECORD_EXPRS["otelsse:streams:increase5m"]) == {"otelsse_streams_total"}
+    assert "{" not in _RECORD_EXPRS["otelsse:streams:increase5m"]
+    assert "{" not in _RECORD_EXPRS["otelsse:streams:rate5m"]
+
+
+@pytest.mark.parametrize("window", SLO_WINDOWS)
+def test_slo_windows_add_up_the_recorded_5m_counts(window: str) -> None:
+    expr = _RECORD_EXPRS[f"otelsse:stream_error:ratio_rate{window}"]
+    numerator, denominator = (part.strip() for part in expr.split("\n/\n"))
+    if window == "5m":
+        assert (numerator, denominator) == (
+            "otelsse:stream_error:increase5m",
+            "otelsse:streams:increase5m",
+        )
+    else:
+        assert numerator == f"sum_over_time(otelsse:stream_error:increase5m[{window}])"
+        assert denominator == f"sum_over_time(otelsse:streams:increase5m[{window}])"
+
+
+@pytest.mark.parametrize("long", [long for long, _ in BURN_RATES])
+def test_slo_traffic_guards_count_the_streams_of_the_window(long: str) -> None:
+    # The 5m count taken every minute holds each stream five times.
+    expr = _RECORD_EXPRS[f"otelsse:streams:increase{long}"].strip()
+    assert expr == f"sum_over_time(otelsse:streams:increase5m[{long}:1m]) / 5"
+
+
+_RANGE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{[^}]*\})?\s*\[(\w+)(?::\w+)?\]")
+_SECONDS = {"m": 60, "h": 3600, "d": 86400}
+
+
+@pytest.mark.parametrize("rule", [rule for _, _, rule in RULES], ids=_rule_id)
+def test_only_short_windows_read_exported_series(rule: dict[str, Any]) -> None:
+    """A long window over the exported series costs one sample per series and scrape: with many
+    models and hosts, the 3d SLO window alone would read millions. Over 15 minutes (the
+    reconciliation's own window), a rule reads series recorded here, already summed."""
+    for name, window in _RANGE.findall(rule["expr"]):
+        seconds = int(window[:-1]) * _SECONDS[window[-1]]
+        if name in EXPORTED:
+            assert seconds <= 15 * 60, f"{name}[{window}]"
+        else:
+            assert name in RECORDED, name
+
+
+# -- the stream alerts ---------------------------------------------------------------------------
+
+
+def _alert(name: str) -> dict[str, Any]:
+    [rule] = [rule for rule in ALERTS if rule["alert"] == name]
+    return rule
+
+
+def test_every_failure_outcome_that_is_not_counted_once_has_an_alert() -> None:
+    """Each error outcome is watched: by a share (a few are normal), by any one stream (none
+    is), or, for http_error, by its status class; the SLO burn comes on top."""
+    share = {outcome for _, outcome, _, _ in GENERATOR.RATIO_ALERTS}
+    single = {outcome for _, outcome, _ in GENERATOR.ANY_ALERTS}
+    assert not share & single
+    assert share | single | {"http_error"} == semconv.ERROR_OUTCOMES
+    assert {"rate_limited", "timeout"} <= share
+
+
+def test_http_alerts_split_http_errors_by_the_slos_status_rule() -> None:
+    server = _alert("OtelsseHTTPServerErrorRateHigh")["expr"]
+    client = _alert("OtelsseHTTPClientErrorRateHigh")["expr"]
+    excluded = semconv.SLO_EXCLUDED_STATUS
+    assert f'otelsse:stream_http_errors:rate5m{{http_response_status_code!~"{excluded}"}}' in server
+    assert f'otelsse:stream_http_errors:rate5m{{http_response_status_code=~"{excluded}"}}' in client
+    recorded = _RECORD_EXPRS["otelsse:stream_http_errors:rate5m"]
+    assert 'otelsse_outcome="http_error"' in recorded  # a 429 is rate_limited, not in here
+    assert "http_response_status_code" in _BY.findall(recorded)[0]
+    for expr in (server, client):
+        assert "/\nsum by (job, otelsse_route, server_address) (otelsse:streams:rate5m)" in expr
+        assert f"otelsse:streams:increase5m >= {GENERATOR.MIN_STREAMS}" in expr
+    assert _alert("OtelsseHTTPClientErrorRateHigh")["labels"]["severity"] == "warning"
+
+
+def test_time_to_first_output_alert_reads_that_histogram_per_route() -> None:
+    rule = _alert("OtelsseTimeToFirstOutputSlow")
+    assert _reads(rule["expr"]) == {
+        "otelsse_stream_time_to_first_output_seconds_bucket",
+        "otelsse_stream_time_to_first_output_seconds_count",
     }
-    assert {name.rsplit("ratio_rate", 1)[1] for name in ratios} == {
-        "5m", "30m", "1h", "2h", "6h", "1d", "3d"
-    }  # fmt: skip
-    for expr in ratios.values():
-        numerator, denominator = expr.split("\n/\n")
-        outcomes = re.findall(r'otelsse_outcome=~"([^"]*)"', numerator)
-        assert len(outcomes) == 1
-        assert set(outcomes[0].split("|")) == semconv.ERROR_OUTCOMES
-        assert "otelsse_outcome" not in denominator, "every stream counts in the denominator"
+    # The histograms have no server: the alert is per job and route.
+    assert "and on (job, otelsse_route)\n" in rule["expr"]
+    assert "server_address" not in json.dumps(rule)
+
+
+def test_invalid_tool_call_alert_counts_only_the_calls_the_application_runs() -> None:
+    rule = _alert("OtelsseInvalidToolCallRateHigh")
+    assert _reads(rule["expr"]) == {"otelsse_tool_calls_total"}
+    ratio = _RECORD_EXPRS["otelsse:tool_call_invalid:ratio_rate5m"]
+    numerator, denominator = ratio.split("\n/\n")
+    client = f'otelsse_tool_call_kind="{semconv.TOOL_CALL_CLIENT}"'
+    assert client in numerator
+    assert 'otelsse_tool_call_valid="false"' in numerator
+    assert client in denominator
+    assert "otelsse_tool_call_valid" not in denominator
+    assert client in _RECORD_EXPRS["otelsse:client_tool_calls:increase5m"]
+
+
+def test_instrumentation_errors_ticket_on_any_and_page_at_scale() -> None:
+    ticket = _alert("OtelsseInstrumentationErrors")
+    page = _alert("OtelsseInstrumentationErrorRateHigh")
+    assert (ticket["labels"]["severity"], page["labels"]["severity"]) == ("warning", "critical")
+    assert set(_comparisons(ticket["expr"])) == {"> 0"}
+    # The page is a share of the job's streams, guarded by the errors themselves, and still
+    # fires when no stream at all was counted (the stage that failed came first).
+    assert f">= {GENERATOR.MIN_STREAMS}\nand on (job)\n" in page["expr"]
+    assert f"> {GENERATOR.INSTRUMENTATION_ERROR_RATIO}" in page["expr"]
+    assert (
+        " or sum by (job) (increase(otelsse_instrumentation_errors_total[5m])) * 0)"
+        in (page["expr"])
+    )
+
+
+def test_the_instrumentation_runbook_explains_every_stage() -> None:
+    rows = re.findall(r"^\| `(\w+)` \|", _sections()["OtelsseInstrumentationErrors"], re.MULTILINE)
+    assert rows == list(semconv.INSTRUMENTATION_STAGES)
+
+
+# -- the runbooks' PromQL -----------------------------------------------------------------------
+
+#: Placeholders the runbooks' queries use for the alert's labels.
+_PLACEHOLDERS = {"JOB": "app", "ROUTE": "openai.chat_completions", "SERVER": "api.openai.com"}
+
+
+def _runbook_queries() -> list[str]:
+    text = RUNBOOKS.read_text(encoding="utf-8")
+    blocks = re.findall(r"```promql\n(.*?)```", text, flags=re.DOTALL)
+    return [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_runbook_queries_parse_and_read_only_what_otelsse_exports(tmp_path: Path) -> None:
+    queries = _runbook_queries()
+    assert len(queries) >= len({rule["alert"] for rule in ALERTS})
+    problems = []
+    for query in queries:
+        names = metric_names(query)
+        unknown = names - EXPORTED.keys() - RECORDED.keys()
+        if not names or unknown:
+            problems.append(f"{query}: {sorted(unknown)}")
+            continue
+        allowed = frozenset().union(*(_allowed_labels(name) for name in names))
+        if not label_names(query) <= allowed:
+            problems.append(f"{query}: labels {sorted(label_names(query) - allowed)}")
+    assert not problems, "\n".join(problems)
+    rules = [
+        {"record": f"runbook:query_{index}", "expr": query} for index, query in enumerate(queries)
+    ]
+    for rule in rules:
+        for placeholder, value in _PLACEHOLDERS.items():
+            rule["expr"] = rule["expr"].replace(f'"{placeholder}"', f'"{value}"')
+    path = tmp_path / "runbook-queries.rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "runbook", "rules": rules}]}))
+    result = promtool("check", "rules", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 # -- names and labels ----------------------------------------------------------------------------
@@ -347,17 +556,8 @@ GATE_ALERT_NAMES = {
     "OtelsseToolCallDenialSpike",
     "OtelsseToolCallNeedsReconciliation",
 }
-_RECORD_EXPRS = {rule["record"]: rule["expr"] for rule in RECORDS}
 _STATE_MATCHER = re.compile(r'otelsse_tool_call_state\s*(=~|!~|!=|=)\s*"([^"]*)"')
 _ERROR_MATCHER = re.compile(r'error_type\s*(=~|!~|!=|=)\s*"([^"]*)"')
-
-
-def _reads(expr: str) -> set[str]:
-    """The exported series an expression reads, through the recording rules it reads."""
-    names = set()
-    for name in metric_names(expr):
-        names |= _reads(_RECORD_EXPRS[name]) if name in _RECORD_EXPRS else {name}
-    return names
 
 
 def _constants() -> Any:
@@ -411,7 +611,11 @@ def test_denial_alert_fires_on_a_spike_over_the_days_share_under_the_guard() -> 
     assert f"{now} > {constants.DENIAL_RATIO}" in rule["expr"]
     assert f"{now} / {today} > {constants.DENIAL_SPIKE}" in rule["expr"]
     assert f"otelsse:gate_calls:increase5m >= {constants.MIN_GATE_CALLS}" in rule["expr"]
-    assert "[1d]" in _RECORD_EXPRS["otelsse:gate_calls:rate1d"]
+    # The day's share: every state's 5m rates added up over the day.
+    day = _RECORD_EXPRS["otelsse:gate_call_state:ratio_rate1d"]
+    numerator, denominator = day.split("/ ignoring (otelsse_tool_call_state) group_left ()")
+    assert numerator.strip() == "sum_over_time(otelsse:gate_calls:rate5m[1d])"
+    assert denominator.strip() == "sum by (job) (sum_over_time(otelsse:gate_calls:rate5m[1d]))"
 
 
 def test_reconciliation_pages_on_any_new_call_a_new_series_included() -> None:
