@@ -1,33 +1,67 @@
 """The ``otelsse`` command line.
 
 otelsse inspect FILE [--route ROUTE|auto | --url URL [--host-profile HOST=PROFILE ...]]
-                     [--json] [--events]
-    Classify a captured response body (``-`` reads stdin). Prints the report, never content;
-    exits 0 only when the outcome is ``complete`` (1 otherwise, 2 for usage errors). ``--url``
+                     [--json] [--events] [--chunk-size N]
+    Classify a captured response body (``-`` reads stdin). The first line is the verdict and
+    why (``truncated: EOF after 812 events, no terminal event; last event ...``), then the
+    report, never content. Exits 0 only when the outcome is ``complete``: 1 for any other, 2 for
+    usage errors, 3 for a body that is not SSE at all (a JSON error, an HTML page). ``--url``
     chooses the route (and the host profile) as the instrumentation does for that request;
     ``--host-profile`` adds a host of your own, e.g.
     ``llm.internal.example=openai.chat_completions:no_done``.
 otelsse demo [--streams N | --duration S] [--prometheus-port P] [--otlp-endpoint URL] ...
     Stream from a local fake provider with the real openai and anthropic SDKs, httpx, httpx2 and
     requests, instrumented by otelsse; print a summary read from the exported metrics.
-otelsse demo --provider-only [--port 8400]
+otelsse demo --provider-only [--host H] [--port 8400]
     Only serve the fake provider (for the examples), until Ctrl-C.
+
+Arguments the demo cannot use (a port it cannot listen on, a summary file it cannot write)
+end it before anything starts, with one line on stderr and status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
 import signal
+import socket
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+from ._core.decode import BOM
+from ._core.events import SSEEvent
 from .monitor import Outcome, StreamMonitor, StreamReport
 from .routes import AUTO, detect_route, register_host, route_names, unregister_host
 
 __all__ = ["main"]
+
+
+#: Exit statuses of ``otelsse inspect`` (its ``--help`` lists them).
+EXIT_COMPLETE = 0
+EXIT_NOT_COMPLETE = 1
+EXIT_USAGE = 2
+EXIT_NOT_SSE = 3
+
+#: ``otelsse demo --provider-only`` listens here unless ``--port`` says otherwise (the examples'
+#: default base URL).
+_PROVIDER_HOST, _PROVIDER_PORT = "127.0.0.1", 8400
+
+_INSPECT_EPILOG = f"""\
+The first line is the verdict and its reason, e.g.
+  truncated: EOF after 812 events, no terminal event; last event content_block_delta
+then the report's fields (never content); --json prints the same fields.
+
+exit status:
+  {EXIT_COMPLETE}  complete
+  {EXIT_NOT_COMPLETE}  any other outcome (the first line says which, and why)
+  {EXIT_USAGE}  usage error, or the file cannot be read
+  {EXIT_NOT_SSE}  not SSE: no data:, event:, id: or retry: line (a JSON error, an HTML page, empty)
+"""
 
 
 def _read_body(path: str) -> bytes:
@@ -37,22 +71,202 @@ def _read_body(path: str) -> bytes:
         return file.read()
 
 
-def _chunks(body: bytes, size: int) -> list[bytes]:
-    return [body[i : i + size] for i in range(0, len(body), size)] if size > 0 else [body]
+def _chunks(body: bytes, size: int | None) -> list[bytes]:
+    return [body[i : i + size] for i in range(0, len(body), size)] if size else [body]
 
 
-def _print_report(report: StreamReport, out: TextIO) -> None:
+# -- the verdict ------------------------------------------------------------------------------
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _pending(report: StreamReport) -> str:
+    """What the end of the stream left unfinished, if anything."""
+    left = []
+    if report.pending_line_chars:
+        left.append(f"a partial line of {report.pending_line_chars} chars")
+    if report.discarded_event:
+        left.append(f"an event of {report.pending_event_chars} chars never ended by a blank line")
+    return " and ".join(left)
+
+
+def _cut(report: StreamReport, last_event: str | None) -> str:
+    """How the stream ended before its terminal (truncated, cancelled, timeout)."""
+    how = {
+        None: "EOF",
+        "transport": "connection lost",
+        "timeout": "the client's read deadline fired",
+        "cancelled": "the application stopped reading",
+    }[report.error]
+    reason = f"{how} after {_plural(report.event_count, 'event')}"
+    reason += ", terminal event seen" if report.terminal_seen else ", no terminal event"
+    pending = _pending(report)
+    if pending:
+        reason += f", with {pending} pending"
+    if last_event is not None:
+        reason += f"; last event {last_event}"
+    return reason
+
+
+def _stop(report: StreamReport) -> str:
+    return f"stop reason {report.stop_reason}" if report.stop_reason else "no stop reason"
+
+
+def _payload(report: StreamReport, last_event: str | None) -> str:
+    tools = []
+    if report.tool_call_invalid_count:
+        count = _plural(report.tool_call_invalid_count, "tool call")
+        tools.append(f"{count} closed with arguments that are not exactly one JSON value")
+    if report.open_accumulator_count:
+        tools.append(f"{_plural(report.open_accumulator_count, 'tool call')} still open")
+    if tools and report.terminal_seen:
+        return f"{' and '.join(tools)} at the end of the answer; {_stop(report)}"
+    return f"an event's data is not valid JSON or not the shape {report.route} sends"
+
+
+def _anomalies(report: StreamReport) -> str:
+    names = ", ".join(f"{name} {count}" for name, count in sorted(report.anomalies.items()))
+    return f" ({names})" if names else ""
+
+
+#: Why a report has its outcome, worded from the report's own fields (``monitor._classify``
+#: decides; this only explains). Every member of ``Outcome`` has a line: tests/test_cli.py
+#: iterates the enum, so an outcome added without one fails there, not in a user's terminal.
+_REASONS: dict[Outcome, Callable[[StreamReport, str | None], str]] = {
+    Outcome.COMPLETE: lambda r, _: (
+        f"terminal event after {_plural(r.event_count, 'event')}, {_stop(r)}, nothing pending"
+    ),
+    Outcome.INCOMPLETE: lambda r, _: (
+        f"terminal event after {_plural(r.event_count, 'event')}, but {_stop(r)} is not a success:"
+        " the answer stopped early"
+    ),
+    Outcome.TRUNCATED: _cut,
+    Outcome.CANCELLED: _cut,
+    Outcome.TIMEOUT: _cut,
+    Outcome.PROVIDER_ERROR: lambda r, _: (
+        f"the provider reported an error in the stream after {_plural(r.event_count, 'event')}"
+        f" (code {r.provider_error_code or 'not given'})"
+    ),
+    Outcome.PROTOCOL_ERROR: lambda r, _: (
+        f"the response or its event order broke the {r.route} contract{_anomalies(r)}"
+    ),
+    Outcome.DECODE_ERROR: lambda r, _: (
+        f"{_plural(r.decode_error_count, 'invalid UTF-8 sequence')} in the body"
+        " (replaced by U+FFFD; the events kept coming)"
+    ),
+    Outcome.PAYLOAD_ERROR: _payload,
+    Outcome.BUFFER_LIMIT: lambda r, _: (
+        f"the {r.buffer_limit_stage} ceiling was breached after {_plural(r.event_count, 'event')};"
+        " nothing after it was judged"
+    ),
+    Outcome.EOF_UNVERIFIED: lambda r, _: (
+        f"clean EOF after {_plural(r.event_count, 'event')}, nothing pending, but the"
+        f" {r.route} route has no terminal event to prove the stream whole"
+    ),
+    Outcome.INTERNAL_ERROR: lambda r, _: (
+        "otelsse itself failed on this stream; that says nothing about the provider"
+    ),
+    Outcome.RATE_LIMITED: lambda r, _: (
+        "the provider refused the request with HTTP 429 (rate limited): no stream"
+    ),
+    Outcome.HTTP_ERROR: lambda r, _: (
+        "the provider answered with an error HTTP status instead of a stream"
+    ),
+}
+
+
+def verdict(report: StreamReport, last_event: str | None = None) -> str:
+    """The one-line verdict: the outcome, then why, from the report's fields.
+
+    ``last_event``: the type of the last event read, where the caller kept it.
+    """
+    return f"{report.outcome.value}: {_REASONS[report.outcome](report, last_event)}"
+
+
+def _not_sse(body: bytes) -> str | None:
+    """Why ``body`` is not an event stream; None when it has an SSE field line.
+
+    An event stream has a ``data``, ``event``, ``id`` or ``retry`` line, or starts with a
+    comment (a stream cut after its keep-alives). A comment later on is no evidence: an HTML
+    page's style sheet has lines like ``:root {``.
+    """
+    lines = body.removeprefix(BOM).replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    if _FIELD_LINE.search(lines) or lines.lstrip(b"\n").startswith(b":"):
+        return None
+    why = "this is not SSE (no data:, event:, id: or retry: line)"
+    start = lines.lstrip()[:1]
+    if not start:
+        return f"{why}; the body is {'empty' if not body else 'only white space'}"
+    if start in (b"{", b"["):
+        return (
+            f"{why}; the body looks like JSON (it starts with {start.decode()!r}): an API error,"
+            " or a stream without SSE framing (NDJSON, Gemini without ?alt=sse)"
+        )
+    if start == b"<":
+        return f"{why}; the body looks like HTML (it starts with '<'): a proxy's error page?"
+    return f"{why}; the body ({len(body)} bytes) is neither JSON nor HTML"
+
+
+_FIELD_LINE = re.compile(rb"^(?:data|event|id|retry)(?::|$)", re.MULTILINE)
+
+
+# -- otelsse inspect --------------------------------------------------------------------------
+
+
+def _fields(report: StreamReport, last_event: str | None) -> dict[str, Any]:
+    """Everything ``inspect`` prints about a report, in order; text and JSON modes alike."""
     from .telemetry import span_attributes
 
-    rows = [(key, value) for key, value in span_attributes(report).items()]
-    rows.append(("otelsse.discarded_event", report.discarded_event))
-    rows.extend(
+    outcome, _, reason = verdict(report, last_event).partition(": ")
+    fields: dict[str, Any] = {"verdict": outcome, "reason": reason}
+    fields.update(span_attributes(report))
+    fields["otelsse.discarded_event"] = report.discarded_event
+    fields.update(
         (f"otelsse.anomaly.{name}", count) for name, count in sorted(report.anomalies.items())
     )
-    width = max(len(key) for key, _ in rows)
-    for key, value in rows:
-        shown = ", ".join(value) if isinstance(value, tuple) else value
-        out.write(f"{key:<{width}}  {shown}\n")
+    return fields
+
+
+def _write(
+    fields: dict[str, Any], events: list[SSEEvent] | None, as_json: bool, out: TextIO
+) -> None:
+    """Print ``fields`` (and the events' types and sizes, never their data)."""
+    if as_json:
+        document = dict(fields)
+        if events is not None:
+            document["events"] = [{"event": e.event, "data_chars": len(e.data)} for e in events]
+        out.write(json.dumps(document, indent=2) + "\n")
+        return
+    rows = dict(fields)
+    out.write(f"{rows.pop('verdict')}: {rows.pop('reason')}\n")
+    if events is not None:
+        out.write(f"\n{'#':>5}  {'event':<40} data chars\n")
+        for number, event in enumerate(events):
+            out.write(f"{number:>5}  {event.event[:40]:<40} {len(event.data)}\n")
+    if rows:
+        out.write("\n")
+        width = max(map(len, rows))
+        for key, value in rows.items():
+            shown = ", ".join(value) if isinstance(value, tuple) else value
+            out.write(f"{key:<{width}}  {shown}\n")
+
+
+def _route(args: argparse.Namespace) -> str | None:
+    """The route to judge with; None (after a message) for a bad ``--host-profile``."""
+    if args.url is None:
+        return str(args.route)
+    try:
+        for host, profile in args.host_profile:
+            register_host(host, profile)
+        return detect_route("POST", args.url) or AUTO
+    except (KeyError, ValueError) as exc:
+        sys.stderr.write(f"otelsse: --host-profile: {exc.args[0]}\n")
+        return None
+    finally:
+        for host, _ in args.host_profile:
+            unregister_host(host)
 
 
 def _inspect(args: argparse.Namespace, out: TextIO) -> int:
@@ -60,59 +274,117 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
         body = _read_body(args.file)
     except OSError as exc:
         sys.stderr.write(f"otelsse: cannot read {args.file}: {exc.strerror}\n")
-        return 2
-    route = args.route
-    if args.url is not None:
-        try:
-            for host, profile in args.host_profile:
-                register_host(host, profile)
-        except (KeyError, ValueError) as exc:
-            sys.stderr.write(f"otelsse: --host-profile: {exc.args[0]}\n")
-            return 2
-        finally:
-            route = detect_route("POST", args.url) or AUTO
-            for host, _ in args.host_profile:
-                unregister_host(host)
+        return EXIT_USAGE
+    route = _route(args)
+    if route is None:
+        return EXIT_USAGE
+    not_sse = _not_sse(body)
+    if not_sse is not None:
+        _write({"verdict": "not_sse", "reason": not_sse}, None, args.json, out)
+        return EXIT_NOT_SSE
     monitor = StreamMonitor(route)
-    events = []
+    events: list[SSEEvent] = []
     for chunk in _chunks(body, args.chunk_size):
         events.extend(monitor.feed(chunk))
     report = monitor.close()
-    if args.json:
-        from .telemetry import span_attributes
+    last_event = events[-1].event if events else None
+    _write(_fields(report, last_event), events if args.events else None, args.json, out)
+    return EXIT_COMPLETE if report.outcome is Outcome.COMPLETE else EXIT_NOT_COMPLETE
 
-        document = {"attributes": span_attributes(report), "anomalies": dict(report.anomalies)}
-        if args.events:
-            document["events"] = [{"event": e.event, "data_chars": len(e.data)} for e in events]
-        out.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
-    else:
-        if args.events:
-            out.write(f"{'#':>5}  {'event':<40} data chars\n")
-            for number, event in enumerate(events):
-                out.write(f"{number:>5}  {event.event[:40]:<40} {len(event.data)}\n")
-            out.write("\n")
-        _print_report(report, out)
-    return 0 if report.outcome is Outcome.COMPLETE else 1
+
+def _cannot_listen(flag: str, host: str, port: int, error: OSError) -> str:
+    # The errno's own words: asyncio's bind error repeats the address in its strerror.
+    why = os.strerror(error.errno) if error.errno else str(error)
+    return f"{flag} {port}: cannot listen on {host}:{port} ({why})"
+
+
+def _demo_error(problem: str) -> int:
+    sys.stderr.write(f"otelsse demo: error: {problem}\n")
+    return EXIT_USAGE
+
+
+def _port_problem(flag: str, host: str, port: int) -> str | None:
+    """Why a server of the demo could not listen on ``host:port``; None if it can (it binds a
+    socket there and lets it go, before anything starts)."""
+    if not 0 <= port <= 65535:
+        return f"{flag} {port}: not a port number (0 to 65535)"
+    try:
+        for family, kind, proto, _, address in socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        ):
+            with socket.socket(family, kind, proto) as probe:
+                # As the servers do, so a port whose last connection lingers in TIME_WAIT is free.
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(address)
+    except OSError as exc:
+        return _cannot_listen(flag, host, port, exc)
+    return None
+
+
+def _file_problem(path: str) -> str | None:
+    """Why the summary could not be written to ``path`` at the end; None if it can."""
+    if os.path.isdir(path):
+        return f"--summary-json {path}: is a directory"
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        # The summary is written beside the file first and renamed into place.
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        return f"--summary-json {path}: cannot write in {directory} ({exc.strerror})"
+    return None
+
+
+def _provider_address(args: argparse.Namespace) -> tuple[str, int]:
+    """Where ``--provider-only`` serves: ``--host`` and ``--port``, or their defaults."""
+    return args.host or _PROVIDER_HOST, _PROVIDER_PORT if args.port is None else args.port
+
+
+def _demo_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the demo's arguments beyond their syntax, checked before it starts."""
+    if args.provider_only:
+        return _port_problem("--port", *_provider_address(args))
+    if args.host is not None or args.port is not None:
+        return (
+            "--host and --port only apply with --provider-only: the demo's own fake provider"
+            " listens on a free port of 127.0.0.1, for the demo's clients only"
+        )
+    if args.prometheus_port is not None:
+        problem = _port_problem("--prometheus-port", args.prometheus_host, args.prometheus_port)
+        if problem:
+            return problem
+    return _file_problem(args.summary_json) if args.summary_json else None
+
+
+def _serve_provider(host: str, port: int, out: TextIO) -> int:
+    """``otelsse demo --provider-only``: serve the fake provider until Ctrl-C."""
+    from .demo.provider import FakeProvider
+
+    with contextlib.ExitStack() as stack:
+        try:
+            provider = stack.enter_context(FakeProvider(host, port))
+        except OSError as exc:  # taken since the check, or refused by the system
+            return _demo_error(_cannot_listen("--port", host, port, exc))
+        out.write(f"fake provider at {provider.base_url} (Ctrl-C to stop)\n")
+        out.flush()
+        try:
+            provider.wait()
+        except KeyboardInterrupt:
+            pass
+    return 0
 
 
 def _demo(args: argparse.Namespace, out: TextIO) -> int:
-    from .demo.provider import FakeProvider
-
+    problem = _demo_problem(args)
+    if problem:
+        return _demo_error(problem)
     if args.provider_only:
-        provider = FakeProvider(args.host, 8400 if args.port is None else args.port)
-        with provider:
-            out.write(f"fake provider at {provider.base_url} (Ctrl-C to stop)\n")
-            out.flush()
-            try:
-                provider.wait()
-            except KeyboardInterrupt:
-                pass
-        return 0
+        return _serve_provider(*_provider_address(args), out)
     try:
-        from .demo.run import DemoOptions, run_demo
+        from .demo.run import DemoOptions, ListenError, run_demo
     except ImportError as exc:
         sys.stderr.write(f"otelsse demo needs {exc.name}: pip install 'otelsse[demo]'\n")
-        return 2
+        return EXIT_USAGE
     options = DemoOptions(
         streams=args.streams,
         duration=args.duration,
@@ -130,6 +402,9 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         run_demo(options, out)
+    except ListenError as exc:  # the metrics port, taken since the check
+        host, port, error = exc.args
+        return _demo_error(_cannot_listen("--prometheus-port", host, port, error))
     finally:
         signal.signal(signal.SIGTERM, previous)
     return 0
@@ -137,7 +412,10 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
 
 def _positive(kind: type[int] | type[float]) -> Any:
     def parse(text: str) -> int | float:
-        value = kind(text)
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text}") from None
         if not value > 0:
             raise argparse.ArgumentTypeError(f"must be > 0: {text}")
         return value
@@ -157,7 +435,13 @@ def _parser() -> argparse.ArgumentParser:
         prog="otelsse", description="Stream-integrity checks for LLM Server-Sent Events."
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    inspect = commands.add_parser("inspect", help="classify a captured SSE response body")
+    inspect = commands.add_parser(
+        "inspect",
+        help="classify a captured SSE response body",
+        description="Classify a captured SSE response body: its outcome, why, and its report.",
+        epilog=_INSPECT_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     inspect.add_argument("file", help="the body to read; - for stdin")
     chosen = inspect.add_mutually_exclusive_group()
     chosen.add_argument(
@@ -177,7 +461,9 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--json", action="store_true", help="print sanitized attributes as JSON")
     inspect.add_argument("--events", action="store_true", help="list event types and sizes")
     inspect.add_argument(
-        "--chunk-size", type=int, default=0, help="feed the body in reads of this size (0: whole)"
+        "--chunk-size",
+        type=_positive(int),
+        help="feed the body in reads of this many bytes (default: one read)",
     )
     demo = commands.add_parser(
         "demo", help="stream from a local fake provider with otelsse instrumented"
@@ -195,7 +481,7 @@ def _parser() -> argparse.ArgumentParser:
         "--speed", type=_positive(float), default=1.0, help="divide the provider's delays by this"
     )
     demo.add_argument(
-        "--prometheus-port", type=int, help="expose the metrics for scraping on this port"
+        "--prometheus-port", type=int, help="expose the metrics for scraping on this port (0: any)"
     )
     demo.add_argument("--prometheus-host", default="127.0.0.1", help="address to bind (127.0.0.1)")
     demo.add_argument("--otlp-endpoint", help="also export spans and metrics over OTLP to this URL")
@@ -204,8 +490,14 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--provider-only", action="store_true", help="only serve the fake provider (examples)"
     )
-    demo.add_argument("--host", default="127.0.0.1", help="fake provider address (--provider-only)")
-    demo.add_argument("--port", type=int, help="fake provider port (--provider-only; 8400)")
+    demo.add_argument(
+        "--host", help=f"the fake provider's address (--provider-only only; {_PROVIDER_HOST})"
+    )
+    demo.add_argument(
+        "--port",
+        type=int,
+        help=f"the fake provider's port (--provider-only only; {_PROVIDER_PORT}; 0: any free)",
+    )
     return parser
 
 

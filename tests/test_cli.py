@@ -1,5 +1,6 @@
-"""The ``otelsse inspect`` command line: it prints reports (never content) and exits 0 only when
-complete. ``otelsse demo`` has its own module, ``test_demo.py``."""
+"""The ``otelsse inspect`` command line: a verdict line with its reason, then the report (never
+content); exit 0 only when complete, 1 for any other outcome, 2 for usage errors, 3 for a body
+that is not SSE. ``otelsse demo`` has its own module, ``tests/demo/test_demo.py``."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import io
 import json
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from otelsse.cli import main
+from otelsse.cli import EXIT_COMPLETE, EXIT_NOT_COMPLETE, EXIT_NOT_SSE, EXIT_USAGE, main, verdict
+from otelsse.monitor import Outcome, StreamReport
 from tests._fixtures import FIXTURES, read_fixture
 
 
@@ -39,8 +43,8 @@ def test_inspect_json_with_events_lists_types_and_sizes_not_data() -> None:
     status, text = _run("inspect", str(path), "--json", "--events", "--chunk-size", "5")
     document = json.loads(text)
     assert status == 0
-    assert document["attributes"]["otelsse.route"] == "anthropic.messages"
-    assert document["attributes"]["otelsse.chunk_count"] > 1
+    assert document["otelsse.route"] == "anthropic.messages"
+    assert document["otelsse.chunk_count"] > 1
     assert document["events"][0] == {
         "event": "message_start",
         "data_chars": document["events"][0]["data_chars"],
@@ -76,9 +80,8 @@ def test_inspect_chooses_the_route_and_host_profile_from_the_url() -> None:
     """A Writer stream (no ``[DONE]``) is complete for Writer's host, truncated elsewhere."""
     path = str(FIXTURES / "edge/chat-stop-without-done.sse")
     status, text = _run("inspect", path, "--url", "https://api.writer.com/v1/chat", "--json")
-    attributes = json.loads(text)["attributes"]
     assert status == 0
-    assert attributes["otelsse.route.profile"] == "no_done"
+    assert json.loads(text)["otelsse.route.profile"] == "no_done"
     status, _ = _run("inspect", path, "--url", "https://api.openai.com/v1/chat/completions")
     assert status == 1
 
@@ -96,3 +99,306 @@ def test_inspect_takes_a_host_profile_of_your_own() -> None:
     )
     with pytest.raises(SystemExit):
         _run("inspect", path, "--url", url, "--host-profile", "no-equals-sign")
+
+
+# -- the verdict line ----------------------------------------------------------------------------
+
+
+def _inspect_body(tmp_path: Path, body: bytes, *argv: str) -> tuple[int, str]:
+    path = tmp_path / "body.sse"
+    path.write_bytes(body)
+    return _run("inspect", str(path), *argv)
+
+
+@pytest.mark.parametrize(
+    ("fixture", "status", "line"),
+    [
+        (
+            "real/anthropic-text.sse",
+            EXIT_COMPLETE,
+            "complete: terminal event after 10 events, stop reason end_turn, nothing pending",
+        ),
+        (
+            "synthetic/openai-responses-function-call-truncated.sse",
+            EXIT_NOT_COMPLETE,
+            "truncated: EOF after 4 events, no terminal event;"
+            " last event response.function_call_arguments.delta",
+        ),
+        (
+            "synthetic/openai-chat-truncated-mid-tool-call.sse",
+            EXIT_NOT_COMPLETE,
+            "truncated: EOF after 10 events, no terminal event, with a partial line of 60 chars"
+            " pending; last event message",
+        ),
+        (
+            "real/vllm-chat-finish-length.sse",
+            EXIT_NOT_COMPLETE,
+            "incomplete: terminal event after 22 events, but stop reason length is not a"
+            " success: the answer stopped early",
+        ),
+        (
+            "synthetic/anthropic-error-overloaded-midstream.sse",
+            EXIT_NOT_COMPLETE,
+            "provider_error: the provider reported an error in the stream after 5 events"
+            " (code overloaded_error)",
+        ),
+        (
+            "edge/anthropic-stop-without-stop-reason.sse",
+            EXIT_NOT_COMPLETE,
+            "protocol_error: the response or its event order broke the anthropic.messages"
+            " contract (message_stop_without_stop_reason 1)",
+        ),
+        (
+            "edge/chat-invalid-utf8.sse",
+            EXIT_NOT_COMPLETE,
+            "decode_error: 1 invalid UTF-8 sequence in the body (replaced by U+FFFD; the events"
+            " kept coming)",
+        ),
+        (
+            "edge/chat-tool-arguments-two-values.sse",
+            EXIT_NOT_COMPLETE,
+            "payload_error: 1 tool call closed with arguments that are not exactly one JSON"
+            " value at the end of the answer; stop reason tool_calls",
+        ),
+        (
+            "edge/chat-invalid-json-event.sse",
+            EXIT_NOT_COMPLETE,
+            "payload_error: an event's data is not valid JSON or not the shape"
+            " openai.chat_completions sends",
+        ),
+        (
+            "edge/generic-clean-eof.sse",
+            EXIT_NOT_COMPLETE,
+            "eof_unverified: clean EOF after 2 events, nothing pending, but the generic route has"
+            " no terminal event to prove the stream whole",
+        ),
+    ],
+)
+def test_inspect_leads_with_the_verdict_and_its_reason(
+    fixture: str, status: int, line: str
+) -> None:
+    got_status, text = _run("inspect", str(FIXTURES / fixture))
+    assert (got_status, text.splitlines()[0]) == (status, line)
+
+
+def test_inspect_counts_invalid_utf8_in_an_unterminated_last_line(tmp_path: Path) -> None:
+    """The last line has no line end, so no event ever decoded it: its bytes still count."""
+    body = b'data: {"choices":[]}\n\ndata: {"choices":[{"delta":{"content":"\xff'
+    status, text = _inspect_body(tmp_path, body, "--json")
+    assert status == EXIT_NOT_COMPLETE
+    document = json.loads(text)
+    assert (document["verdict"], document["otelsse.decode_error_count"]) == ("decode_error", 1)
+
+
+def test_inspect_a_stream_cut_mid_character_is_truncated_not_corrupt() -> None:
+    status, text = _run("inspect", str(FIXTURES / "edge/chat-cut-mid-utf8.sse"), "--json")
+    document = json.loads(text)
+    assert status == EXIT_NOT_COMPLETE
+    assert (document["verdict"], document["otelsse.decode_error_count"]) == ("truncated", 0)
+    assert document["otelsse.pending_line_chars"] > 0
+
+
+def test_inspect_names_the_ceiling_a_huge_line_breached(tmp_path: Path) -> None:
+    status, text = _inspect_body(tmp_path, b"data: " + b"x" * (9 * 1024 * 1024))
+    assert status == EXIT_NOT_COMPLETE
+    assert text.splitlines()[0] == (
+        "buffer_limit: the line ceiling was breached after 0 events; nothing after it was judged"
+    )
+
+
+@pytest.mark.parametrize(
+    ("report", "line"),
+    [
+        (
+            StreamReport("openai.chat_completions", Outcome.TRUNCATED, event_count=3,
+                         error="transport"),
+            "truncated: connection lost after 3 events, no terminal event",
+        ),
+        (
+            StreamReport("anthropic.messages", Outcome.TRUNCATED, event_count=1,
+                         terminal_seen=True, pending_line_chars=4, pending_event_chars=9,
+                         discarded_event=True),
+            "truncated: EOF after 1 event, terminal event seen, with a partial line of 4 chars"
+            " and an event of 9 chars never ended by a blank line pending",
+        ),
+        (
+            StreamReport("anthropic.messages", Outcome.CANCELLED, event_count=2,
+                         error="cancelled"),
+            "cancelled: the application stopped reading after 2 events, no terminal event",
+        ),
+        (
+            StreamReport("gemini.generate_content", Outcome.TIMEOUT, event_count=0,
+                         error="timeout"),
+            "timeout: the client's read deadline fired after 0 events, no terminal event",
+        ),
+        (
+            StreamReport("openai.responses", Outcome.PROVIDER_ERROR, event_count=1),
+            "provider_error: the provider reported an error in the stream after 1 event"
+            " (code not given)",
+        ),
+        (
+            StreamReport("openai.responses", Outcome.BUFFER_LIMIT, event_count=7,
+                         buffer_limit_stage="accumulator"),
+            "buffer_limit: the accumulator ceiling was breached after 7 events; nothing after it"
+            " was judged",
+        ),
+        (
+            StreamReport("openai.chat_completions", Outcome.INTERNAL_ERROR),
+            "internal_error: otelsse itself failed on this stream; that says nothing about the"
+            " provider",
+        ),
+        (
+            StreamReport("openai.chat_completions", Outcome.RATE_LIMITED),
+            "rate_limited: the provider refused the request with HTTP 429 (rate limited):"
+            " no stream",
+        ),
+        (
+            StreamReport("anthropic.messages", Outcome.HTTP_ERROR),
+            "http_error: the provider answered with an error HTTP status instead of a stream",
+        ),
+    ],
+)  # fmt: skip
+def test_the_verdict_words_what_a_file_cannot_show(report: StreamReport, line: str) -> None:
+    """Outcomes of live streams only (a lost connection, the application's own ending, an HTTP
+    refusal): ``verdict`` serves any report, a replayed recording's too."""
+    assert verdict(report) == line
+
+
+@pytest.mark.parametrize("outcome", list(Outcome))
+def test_every_outcome_has_a_verdict(outcome: Outcome) -> None:
+    """The verdict is total over ``Outcome``: an outcome added without its reason fails here."""
+    line = verdict(StreamReport("openai.chat_completions", outcome), "message")
+    name, separator, reason = line.partition(": ")
+    assert (name, separator) == (outcome.value, ": ")
+    assert reason
+    assert "\n" not in line
+
+
+# -- not SSE -------------------------------------------------------------------------------------
+
+_HTML_502 = b"""<!DOCTYPE html>
+<html>
+<head><title>502 Bad Gateway</title>
+<style>
+:root { color-scheme: light dark; }
+</style>
+</head>
+<body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body>
+</html>
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (
+            b'{"error": {"message": "Incorrect API key", "type": "invalid_request_error"}}',
+            "the body looks like JSON (it starts with '{')",
+        ),
+        (b'[{"candidates": [{"content": {"parts": [{"text": "Hi"}]}}]}\n]', "looks like JSON"),
+        (b'{"model":"llama3","done":false}\n{"model":"llama3","done":true}\n', "looks like JSON"),
+        (_HTML_502, "the body looks like HTML (it starts with '<')"),
+        (b"", "the body is empty"),
+        (b"\r\n \n", "the body is only white space"),
+        (b"upstream connect error or disconnect/reset before headers", "(57 bytes)"),
+    ],
+    ids=["json-error", "gemini-json-array", "ndjson", "html-502", "empty", "blank", "envoy-text"],
+)
+def test_inspect_says_a_body_is_not_sse(tmp_path: Path, body: bytes, why: str) -> None:
+    status, text = _inspect_body(tmp_path, body)
+    assert status == EXIT_NOT_SSE
+    [line] = text.splitlines()
+    assert line.startswith("not_sse: this is not SSE (no data:, event:, id: or retry: line); ")
+    assert why in line
+    status, text = _inspect_body(tmp_path, body, "--json")
+    assert status == EXIT_NOT_SSE
+    assert json.loads(text) == {"verdict": "not_sse", "reason": line.partition(": ")[2]}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b": keep-alive\n\n: keep-alive\n\n",  # cut after its keep-alives
+        b"\xef\xbb\xbfdata: x",  # a BOM, and no line end
+        b"event: ping\rdata: {}\r",  # CR line ends
+        b"garbage\ndata",  # a bare field name is a field
+        b"retry: 100\n\n",
+    ],
+)
+def test_inspect_judges_any_body_with_an_sse_line(tmp_path: Path, body: bytes) -> None:
+    status, text = _inspect_body(tmp_path, body, "--json")
+    assert status == EXIT_NOT_COMPLETE
+    assert json.loads(text)["verdict"] != "not_sse"
+
+
+# -- arguments and output ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [("0", "must be > 0: 0"), ("-5", "must be > 0: -5"), ("ten", "not a number: ten")],
+)
+def test_inspect_rejects_a_chunk_size_that_is_not_positive(
+    value: str, error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(FIXTURES / "real/anthropic-text.sse")
+    with pytest.raises(SystemExit) as exited:
+        _run("inspect", path, "--chunk-size", value)
+    assert exited.value.code == EXIT_USAGE
+    assert f"error: argument --chunk-size: {error}" in capsys.readouterr().err
+
+
+def test_inspect_help_lists_the_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["inspect", "--help"])
+    assert exited.value.code == 0
+    text = capsys.readouterr().out
+    for status, meaning in [
+        (EXIT_COMPLETE, "complete"),
+        (EXIT_NOT_COMPLETE, "any other outcome"),
+        (EXIT_USAGE, "usage error, or the file cannot be read"),
+        (EXIT_NOT_SSE, "not SSE"),
+    ]:
+        assert f"\n  {status}  {meaning}" in text
+
+
+def _text_fields(text: str) -> dict[str, str]:
+    """The text mode's fields: the verdict line, then one row per field."""
+    head, *rows = text.splitlines()
+    outcome, _, reason = head.partition(": ")
+    fields = {"verdict": outcome, "reason": reason}
+    for row in filter(None, rows):
+        key, _, value = row.partition(" ")
+        fields[key] = value.strip()
+    return fields
+
+
+def _shown(value: Any) -> str:
+    return ", ".join(value) if isinstance(value, list) else str(value)
+
+
+@pytest.mark.parametrize(
+    "fixture",
+    [
+        "real/anthropic-text.sse",
+        "real/openai-responses-function-call.sse",
+        "real/openrouter-chat-comments-length-error.sse",  # an anomaly
+        "edge/chat-ollama-reused-tool-index.sse",  # an anomaly on a complete stream
+        "synthetic/openai-chat-truncated-mid-tool-call.sse",
+        "edge/generic-clean-eof.sse",
+    ],
+)
+def test_inspect_json_and_text_carry_the_same_fields(fixture: str) -> None:
+    path = str(FIXTURES / fixture)
+    text_status, text = _run("inspect", path)
+    json_status, document = _run("inspect", path, "--json")
+    fields = json.loads(document)
+    assert text_status == json_status
+    assert "otelsse.discarded_event" in fields
+    assert _text_fields(text) == {key: _shown(value) for key, value in fields.items()}
+
+
+def test_inspect_not_sse_carries_the_same_fields_in_both_modes(tmp_path: Path) -> None:
+    _, text = _inspect_body(tmp_path, _HTML_502)
+    _, document = _inspect_body(tmp_path, _HTML_502, "--json")
+    assert _text_fields(text) == json.loads(document)

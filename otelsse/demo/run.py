@@ -42,6 +42,7 @@ from opentelemetry.sdk.trace.export import (
 )
 
 from .. import semconv
+from ..monitor import Outcome
 from .provider import (
     DEFAULT_MODELS,
     JOB_HEADER,
@@ -51,7 +52,7 @@ from .provider import (
     request_for,
 )
 
-__all__ = ["DemoOptions", "Summary", "histogram_quantile", "run_demo"]
+__all__ = ["DemoOptions", "ListenError", "Summary", "histogram_quantile", "run_demo"]
 
 #: The clients' read timeout; the fake provider's ``timeout`` streams stall for longer.
 READ_TIMEOUT = 2.0
@@ -250,6 +251,27 @@ class DemoOptions:
     summary_json: str | None = None  # a file to write the summary to, as JSON
 
 
+class ListenError(Exception):
+    """A server of the demo could not listen where it was asked. ``args``: the host, the port
+    and the ``OSError``."""
+
+
+class _PerJobProvider(FakeProvider):
+    """The fake provider, drawing each job's answer (its length, its waits, how a cut body is
+    framed) from the seed and the job's number. One sequence shared by every request would hand
+    the draws out in the order requests happen to arrive, which several streams at once make
+    random: the same ``--seed`` must give the same run."""
+
+    def __init__(self, seed: int | None, speed: float) -> None:
+        super().__init__(seed=seed, speed=speed)
+        self._seed = seed
+
+    def _reply(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Any:
+        if self._seed is not None:
+            self._random = random.Random(f"{self._seed}/{headers.get(JOB_HEADER)}")
+        return super()._reply(method, target, headers, body)
+
+
 class _OutcomeByRequestId(SpanExporter):
     """A span exporter that keeps only each stream's outcome, keyed by its request id, until
     the demo asks for it (so memory stays flat in an endless run)."""
@@ -288,9 +310,11 @@ class _Telemetry:
             from prometheus_client import start_http_server
 
             readers.append(PrometheusMetricReader())
-            self.metrics_server, _ = start_http_server(
-                options.prometheus_port, addr=options.prometheus_host
-            )
+            host, port = options.prometheus_host, options.prometheus_port
+            try:
+                self.metrics_server, _ = start_http_server(port, addr=host)
+            except OSError as exc:
+                raise ListenError(host, port, exc) from exc
         if options.otlp_endpoint is not None:
             readers.append(self._otlp(options))
         self.meter_provider = MeterProvider(metric_readers=readers, resource=resource)
@@ -371,6 +395,8 @@ class Summary:
     app_errors: int  # streams where the application's client raised
     silent_failures: int  # the application saw no error, otelsse a server-side failure
     elapsed: float
+    concurrency: int
+    speed: float
 
     @property
     def total(self) -> int:
@@ -384,9 +410,12 @@ class Summary:
         return self.count("truncated") / self.total if self.total else 0.0
 
     @property
+    def failed(self) -> int:
+        return sum(self.count(outcome) for outcome in semconv.ERROR_OUTCOMES)
+
+    @property
     def failure_rate(self) -> float:
-        failed = sum(self.count(outcome) for outcome in semconv.ERROR_OUTCOMES)
-        return failed / self.total if self.total else 0.0
+        return self.failed / self.total if self.total else 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -398,7 +427,7 @@ class Summary:
 
 
 def summarize(
-    reader: InMemoryMetricReader, app_errors: int, silent_failures: int, elapsed: float
+    reader: InMemoryMetricReader, driver: _Driver, elapsed: float, options: DemoOptions
 ) -> Summary:
     streams: dict[str, dict[str, int]] = {}
     bounds: tuple[float, ...] = semconv.STREAM_TIME_TO_FIRST_EVENT.buckets or ()
@@ -432,9 +461,11 @@ def summarize(
         time_to_first_event_p95=histogram_quantile(0.95, bounds, buckets),
         tool_calls_valid=tool_calls[True],
         tool_calls_invalid=tool_calls[False],
-        app_errors=app_errors,
-        silent_failures=silent_failures,
+        app_errors=driver.app_errors,
+        silent_failures=driver.silent_failures,
         elapsed=elapsed,
+        concurrency=options.concurrency,
+        speed=options.speed,
     )
 
 
@@ -456,23 +487,45 @@ def print_summary(summary: Summary, out: TextIO) -> None:
     out.write(
         f"\ntruncation rate        {summary.truncation_rate:.1%} "
         f"({truncated} of {summary.total} streams)\n"
-        f"server-side failures   {summary.failure_rate:.1%} "
+        f"failed streams         {summary.failure_rate:.1%} "
         "(the outcomes that set the span status to ERROR)\n"
         f"time to first event    p50 {_seconds(summary.time_to_first_event_p50)}, "
         f"p95 {_seconds(summary.time_to_first_event_p95)} "
         "(from the histogram, as Prometheus' histogram_quantile estimates it)\n"
         f"tool calls             {summary.tool_calls_valid} valid, "
         f"{summary.tool_calls_invalid} invalid\n"
-        f"the application saw    an exception on {summary.app_errors} streams; "
-        f"no error on {summary.silent_failures} that otelsse classified as failed\n"
+        f"pace                   {summary.total} streams in {summary.elapsed:.1f} s, "
+        f"{summary.concurrency} at a time; {_pace(summary.speed)}\n"
+        f"in short               {_in_short(summary)}\n"
     )
 
 
-_OUTCOME_ORDER = (
-    "complete", "incomplete", "truncated", "timeout", "provider_error", "protocol_error",
-    "payload_error", "decode_error", "buffer_limit", "cancelled", "eof_unverified",
-    "internal_error",
-)  # fmt: skip
+def _pace(speed: float) -> str:
+    if speed == 1:
+        return "--speed 1: the fake provider's own pace"
+    return f"--speed {speed:g}: the fake provider's waits divided by {speed:g}"
+
+
+def _in_short(summary: Summary) -> str:
+    """The run in one sentence, for anyone: the same for the same ``--seed`` and ``--streams``
+    (every number in it follows from the seeded plan, none from timing)."""
+    failed, total = summary.failed, summary.total
+    if not failed:
+        return f"none of the {total} streams went wrong"
+    said = f"{failed} of {total} streams went wrong (cut off, stalled, refused or broken)"
+    app, silent = summary.app_errors, summary.silent_failures
+    if not silent:
+        return f"{said}; the application got an error for each of them"
+    if not app:
+        return f"{said}; the application noticed none of them: only otelsse did"
+    return (
+        f"{said}; the application got an error for {app} of them and noticed nothing wrong"
+        f" with the other {silent}: only otelsse did"
+    )
+
+
+#: The table's columns, in the order outcomes are defined.
+_OUTCOME_ORDER = tuple(outcome.value for outcome in Outcome)
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -562,10 +615,11 @@ def run_demo(
     started = time.monotonic()
     driver = _Driver(options, telemetry, progress)
     try:
-        with FakeProvider(seed=options.seed, speed=options.speed) as provider:
+        with _PerJobProvider(options.seed, options.speed) as provider:
             out.write(
                 f"otelsse demo: streaming from a fake provider at {provider.base_url} with the "
-                "openai and anthropic SDKs, httpx, httpx2 and requests, instrumented by otelsse\n"
+                "openai and anthropic SDKs, httpx, httpx2 and requests, instrumented by otelsse"
+                f" ({_pace(options.speed)})\n"
             )
             if telemetry.metrics_server is not None:
                 port = telemetry.metrics_server.server_port
@@ -577,9 +631,7 @@ def run_demo(
     finally:
         otelsse.uninstrument()
     telemetry.flush()
-    summary = summarize(
-        telemetry.reader, driver.app_errors, driver.silent_failures, time.monotonic() - started
-    )
+    summary = summarize(telemetry.reader, driver, time.monotonic() - started, options)
     print_summary(summary, out)
     out.flush()
     if options.summary_json:

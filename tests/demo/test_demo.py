@@ -12,8 +12,12 @@
    application error or a silent one), the printed table and truncation line say the same, and
    otelsse is uninstrumented afterwards. In ``--duration`` mode the total is the number of jobs
    the progress line reports, and those jobs are the plan's first ones.
+   The same seed at another ``--speed`` (a second run) prints the same last line, "in short",
+   whose numbers follow from the plan, and a pace line naming each run's speed.
 4. The command line: a subprocess run's ``--summary-json`` equals the printed summary;
-   ``--provider-only`` serves until SIGINT and exits 0; invalid arguments exit 2.
+   ``--provider-only`` serves until SIGINT and exits 0; invalid arguments exit 2, and so do a
+   port the demo cannot listen on and a summary file it cannot write, with one line on stderr,
+   before anything starts.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import socket
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -53,6 +57,7 @@ from otelsse.demo.run import (
     SCENARIO_DECK,
     DemoOptions,
     Job,
+    ListenError,
     Summary,
     histogram_quantile,
     plan,
@@ -248,10 +253,9 @@ class DemoRun:
     methods_after: dict[tuple[type, str], Any]
 
 
-@pytest.fixture(scope="module")
-def demo_run() -> DemoRun:
+def _demo_run(speed: float) -> DemoRun:
     seed = _first_seed_dealing_every_scenario(STREAMS)
-    options = DemoOptions(streams=STREAMS, speed=4, seed=seed, concurrency=4)
+    options = DemoOptions(streams=STREAMS, speed=speed, seed=seed, concurrency=4)
     out, progress = io.StringIO(), io.StringIO()
     before = _patched_methods()
     summary = run_demo(options, out=out, progress=progress)
@@ -259,6 +263,17 @@ def demo_run() -> DemoRun:
     return DemoRun(
         _jobs(seed, STREAMS), summary, out.getvalue(), progress.getvalue(), before, after
     )
+
+
+@pytest.fixture(scope="module")
+def demo_run() -> DemoRun:
+    return _demo_run(speed=4)
+
+
+@pytest.fixture(scope="module")
+def faster_run() -> DemoRun:
+    """The same seed again, at twice the speed."""
+    return _demo_run(speed=8)
 
 
 def test_run_demo_counts_the_planned_outcomes_per_route(demo_run: DemoRun) -> None:
@@ -307,6 +322,83 @@ def test_run_demo_uninstruments_at_the_end(demo_run: DemoRun) -> None:
     assert demo_run.methods_after == demo_run.methods_before
     assert httpx.Client.send is demo_run.methods_before[httpx.Client, "send"]
     assert not hasattr(httpx.Client.send, "__wrapped__")
+
+
+def _line(text: str, label: str) -> str:
+    [line] = [line for line in text.splitlines() if line.startswith(label + " ")]
+    return line
+
+
+def test_run_demo_ends_with_the_same_plain_line_for_the_same_seed(
+    demo_run: DemoRun, faster_run: DemoRun
+) -> None:
+    """Which stream fails, and how a cut body is framed (so whether the application noticed),
+    follows from the seed: the last line is the same in every run, whatever the speed and
+    whatever order the concurrent requests reach the provider in."""
+    last = demo_run.out.splitlines()[-1]
+    assert faster_run.out.splitlines()[-1] == last
+    failed = sum(EXPECTED_OUTCOME[job.scenario] in semconv.ERROR_OUTCOMES for job in demo_run.jobs)
+    summary = demo_run.summary
+    assert last == (
+        f"in short               {failed} of {STREAMS} streams went wrong (cut off, stalled,"
+        f" refused or broken); the application got an error for {summary.app_errors} of them"
+        f" and noticed nothing wrong with the other {summary.silent_failures}: only otelsse did"
+    )
+
+
+def test_run_demo_shows_its_speed_and_pace(demo_run: DemoRun, faster_run: DemoRun) -> None:
+    for run, speed in ((demo_run, 4), (faster_run, 8)):
+        assert _line(run.out, "pace") == (
+            f"pace                   {STREAMS} streams in {run.summary.elapsed:.1f} s,"
+            f" 4 at a time; --speed {speed}: the fake provider's waits divided by {speed}"
+        )
+        banner = run.out.splitlines()[0]
+        assert banner.endswith(f"(--speed {speed}: the fake provider's waits divided by {speed})")
+        assert run.summary.speed == speed
+
+
+def _summary(outcomes: dict[str, int], app_errors: int, silent_failures: int) -> Summary:
+    return Summary(
+        streams={"openai.chat_completions": outcomes},
+        time_to_first_event_p50=None,
+        time_to_first_event_p95=None,
+        tool_calls_valid=0,
+        tool_calls_invalid=0,
+        app_errors=app_errors,
+        silent_failures=silent_failures,
+        elapsed=2.0,
+        concurrency=1,
+        speed=1.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("summary", "last", "pace"),
+    [
+        (
+            _summary({"complete": 5, "incomplete": 1}, 0, 0),
+            "none of the 6 streams went wrong",
+            "--speed 1: the fake provider's own pace",
+        ),
+        (
+            _summary({"complete": 3, "timeout": 2}, 2, 0),
+            "2 of 5 streams went wrong (cut off, stalled, refused or broken); the application"
+            " got an error for each of them",
+            "--speed 1: the fake provider's own pace",
+        ),
+        (
+            _summary({"truncated": 1}, 0, 1),
+            "1 of 1 streams went wrong (cut off, stalled, refused or broken); the application"
+            " noticed none of them: only otelsse did",
+            "--speed 1: the fake provider's own pace",
+        ),
+    ],
+)
+def test_the_summary_ends_in_plain_words(summary: Summary, last: str, pace: str) -> None:
+    out = io.StringIO()
+    print_summary(summary, out)
+    assert out.getvalue().splitlines()[-1] == f"in short               {last}"
+    assert _line(out.getvalue(), "pace").endswith(f"; {pace}")
 
 
 @pytest.mark.slow
@@ -413,3 +505,95 @@ def test_cli_demo_rejects_invalid_arguments(
         main(["demo", *argv])
     assert exited.value.code == 2
     assert "error:" in capsys.readouterr().err
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A port something else listens on."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        yield listener.getsockname()[1]
+
+
+def _exits_at_once(*argv: str) -> str:
+    """Run ``otelsse demo ARGV``; assert it exits 2 with one line on stderr; return that line."""
+    result = subprocess.run(
+        _otelsse("demo", *argv), capture_output=True, text=True, timeout=MAX_WAIT, check=False
+    )
+    assert result.returncode == 2, result
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith("otelsse demo: error: "), line
+    return line
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--provider-only", "--port", "99999"], ["--prometheus-port", "99999"]],
+    ids=["port", "prometheus-port"],
+)
+def test_cli_demo_rejects_a_port_out_of_range(argv: list[str]) -> None:
+    line = _exits_at_once(*argv)
+    assert line.endswith(f"{argv[-2]} 99999: not a port number (0 to 65535)")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--provider-only", "--port"], ["--prometheus-port"]],
+    ids=["port", "prometheus-port"],
+)
+def test_cli_demo_rejects_a_port_in_use(argv: list[str], taken_port: int) -> None:
+    line = _exits_at_once(*argv, str(taken_port))
+    assert line.endswith(
+        f"{argv[-1]} {taken_port}: cannot listen on 127.0.0.1:{taken_port} (Address already in use)"
+    )
+
+
+def test_run_demo_reports_a_metrics_port_taken_at_start(taken_port: int) -> None:
+    """Taken after the command line checked it: the demo stops before instrumenting anything."""
+    before = _patched_methods()
+    options = DemoOptions(streams=1, prometheus_port=taken_port)
+    with pytest.raises(ListenError) as raised:
+        run_demo(options, out=io.StringIO(), progress=io.StringIO())
+    host, port, error = raised.value.args
+    assert (host, port, error.strerror) == ("127.0.0.1", taken_port, "Address already in use")
+    assert _patched_methods() == before
+
+
+def test_cli_demo_provider_only_reports_a_port_taken_at_start(
+    taken_port: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Taken between the check and the start: skip the check to stand for that moment."""
+    monkeypatch.setattr("otelsse.cli._port_problem", lambda flag, host, port: None)
+    assert main(["demo", "--provider-only", "--port", str(taken_port)]) == 2
+    assert capsys.readouterr().err == (
+        f"otelsse demo: error: --port {taken_port}: cannot listen on 127.0.0.1:{taken_port}"
+        " (Address already in use)\n"
+    )
+
+
+@pytest.mark.parametrize("argv", [["--host", "0.0.0.0"], ["--port", "8400"]])
+def test_cli_demo_takes_host_and_port_only_with_provider_only(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", *argv]) == 2
+    assert capsys.readouterr().err == (
+        "otelsse demo: error: --host and --port only apply with --provider-only: the demo's own"
+        " fake provider listens on a free port of 127.0.0.1, for the demo's clients only\n"
+    )
+
+
+def test_cli_demo_checks_the_summary_file_before_it_runs(tmp_path: Path) -> None:
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    for path, why in [
+        (tmp_path / "missing" / "summary.json", "No such file or directory"),
+        (a_file / "summary.json", "Not a directory"),
+    ]:
+        line = _exits_at_once("--summary-json", str(path))
+        assert line == (
+            f"otelsse demo: error: --summary-json {path}: cannot write in {path.parent} ({why})"
+        )
+    line = _exits_at_once("--summary-json", str(tmp_path))
+    assert line == f"otelsse demo: error: --summary-json {tmp_path}: is a directory"
