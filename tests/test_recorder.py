@@ -1,0 +1,754 @@
+"""The flight recorder (``otelsse/recorder.py``, docs/recorder.md).
+
+Every stream is recorded the way the instrumentation does it (one ``Tape`` fed the chunks the
+live ``StreamMonitor`` gets, at the same times, then ``keep``), loaded back from disk and
+replayed: the replay must report what the live monitor reported (every field but the response
+id, which is a pseudonym), for every fixture, for a stream of every outcome a body can have,
+under every chunking. The files must hold no content (canaries), and stay within their bounds.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import random
+import re
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from otelsse import Limits, Outcome, SSEParser, StreamMonitor, StreamReport
+from otelsse.monitor import StreamError
+from otelsse.recorder import FORMAT, FlightRecorder, Recording, is_recording, load_recording
+from tests._fixtures import EDGE_FIXTURES, EXPECTED, read_fixture
+from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES, one_byte_at_a_time, random_split
+from tests.gate._streams import Call, build, call
+
+_T0 = 1000.0  # perf_counter at the request, for the live monitor and the tape alike
+# Enough for one chunk record per byte of the largest fixture read one byte at a time.
+_ROOMY = 8 * 1024 * 1024
+
+Chunking = Callable[[bytes], list[bytes]]
+CHUNKINGS: dict[str, Chunking] = {
+    "whole": lambda body: [body],
+    "one-byte": one_byte_at_a_time,
+    "random": lambda body: random_split(body, random.Random(len(body))),
+}
+
+
+class Live(NamedTuple):
+    report: StreamReport
+    recording: Recording | None
+
+
+def _record(
+    directory: Path,
+    body: bytes,
+    route: str,
+    chunking: Chunking = CHUNKINGS["whole"],
+    *,
+    limits: Limits | None = None,
+    error: StreamError | None = None,
+    refused: Any = None,
+    **recorder: Any,
+) -> Live:
+    """Read ``body`` as the instrumentation does: one monitor, one tape, the same chunks at the
+    same (uneven) times; keep the tape, and load what was written."""
+    recorder = {"sample_rate": 1.0, "max_stream_bytes": _ROOMY, **recorder}
+    flight = FlightRecorder(directory, limits=limits, **recorder)
+    tape = flight.start(route, _T0)
+    monitor = StreamMonitor(route, limits=limits, started_at=_T0)
+    if refused is not None:
+        monitor.refuse(refused)
+    now = _T0
+    for step, chunk in enumerate(chunking(body) if refused is None else []):
+        now += 0.001 * (1 + step % 7)
+        monitor.feed(chunk, now)
+        tape.write(chunk, now)
+    report = monitor.close(now + 0.25, error=error)
+    kept = flight.keep(tape, report)
+    return Live(report, None if kept is None else _load(directory, kept))
+
+
+def _load(directory: Path, recording_id: str) -> Recording:
+    (path,) = directory.glob(f"otelsse-*-{recording_id}.json")
+    recording = load_recording(path)
+    assert recording.id == recording_id
+    return recording
+
+
+def _replays(live: Live) -> Recording:
+    """The recording replays to the live report: same outcome, counts, stop, timings."""
+    recording = live.recording
+    assert recording is not None
+    assert recording.outcome == live.report.outcome.value
+    assert recording.capture_complete
+    replayed = recording.replay()
+    for field in dataclasses.fields(StreamReport):
+        was, now = getattr(live.report, field.name), getattr(replayed, field.name)
+        if field.name == "response_id":  # pseudonymised: same length
+            assert (was is None and now is None) or len(was) == len(now)
+        elif isinstance(was, float):
+            assert now == pytest.approx(was, rel=1e-9, abs=1e-12), field.name
+        else:
+            assert now == was, field.name
+    return recording
+
+
+def _skeleton(recording: Recording) -> bytes:
+    return b"".join(chunk for _, chunk in recording.chunks)
+
+
+# -- every fixture ----------------------------------------------------------------------------
+
+_EDGE = sorted(f"edge/{path.name}" for path in EDGE_FIXTURES.glob("*.sse"))
+_ALL_FIXTURES = sorted(EXPECTED) + _EDGE
+
+
+def _route(name: str) -> str:
+    # Edge fixtures are judged sniffed (tests/test_monitor.py); the others by their route.
+    return EXPECTED[name].route if name in EXPECTED else "auto"
+
+
+@pytest.mark.parametrize("chunking", CHUNKINGS)
+@pytest.mark.parametrize("name", _ALL_FIXTURES)
+def test_every_fixture_replays_to_its_live_report(tmp_path: Path, name: str, chunking: str) -> None:
+    body = read_fixture(name)
+    live = _record(tmp_path, body, _route(name), CHUNKINGS[chunking])
+    recording = _replays(live)
+    assert [len(chunk) for _, chunk in recording.chunks] == [
+        len(chunk) for chunk in CHUNKINGS[chunking](body)
+    ]
+    assert len(_skeleton(recording)) == len(body)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_a_sniffed_fixture_replays_sniffed(tmp_path: Path, name: str) -> None:
+    live = _record(tmp_path, read_fixture(name), "auto", CHUNKINGS["random"])
+    assert _replays(live).route == "auto"
+
+
+# -- a stream of every outcome a body can have ------------------------------------------------
+
+
+class Case(NamedTuple):
+    body: bytes
+    route: str
+    limits: Limits | None = None
+    error: StreamError | None = None
+    refused: str | None = None
+
+
+def _without_last_event(body: bytes) -> bytes:
+    separator = b"\r\n\r\n" if b"\r\n\r\n" in body else b"\n\n"
+    return body[: body.rstrip(b"\r\n").rfind(separator) + len(separator)]
+
+
+def _cases() -> dict[str, Case]:
+    chat = read_fixture("real/openai-chat-text.sse")
+    tools = read_fixture("real/openai-chat-parallel-tool-calls.sse")
+    anthropic = read_fixture("real/anthropic-text-and-two-tool-use.sse")
+    responses = read_fixture("real/openai-responses-function-call.sse")
+    gemini = read_fixture("real/gemini-function-call.sse")
+    first_text = chat.index(b'"content":"') + len(b'"content":"') + 1
+    cut_in_call = tools.index(b'"arguments":"') + 40
+    error_event = (
+        b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error",'
+        b'"message":"Overloaded"}}\n\n'
+    )
+    return {
+        "complete": Case(chat, CHAT),
+        "complete-tool-calls": Case(tools, CHAT),
+        "incomplete": Case(read_fixture("real/vllm-chat-finish-length.sse"), CHAT),
+        "incomplete-tool-input": Case(
+            read_fixture("synthetic/anthropic-max-tokens-truncated-tool-input.sse"), ANTHROPIC
+        ),
+        "truncated-mid-event": Case(chat[: len(chat) // 2], CHAT),
+        "truncated-before-done": Case(_without_last_event(chat), CHAT),
+        "truncated-inside-a-call": Case(tools[:cut_in_call], CHAT),
+        "truncated-responses": Case(_without_last_event(responses), RESPONSES),
+        "truncated-gemini": Case(gemini[: len(gemini) // 3], GEMINI),
+        "truncated-mid-utf8": Case(read_fixture("edge/chat-cut-mid-utf8.sse"), "auto"),
+        "truncated-transport": Case(chat[: len(chat) // 3], CHAT, error="transport"),
+        "complete-then-transport": Case(chat, CHAT, error="transport"),
+        "timeout": Case(chat[: len(chat) // 3], CHAT, error="timeout"),
+        "cancelled": Case(tools[:cut_in_call], CHAT, error="cancelled"),
+        "provider-error-event": Case(_without_last_event(anthropic) + error_event, ANTHROPIC),
+        "provider-error-groq": Case(read_fixture("real/groq-chat-error-event.sse"), CHAT),
+        "protocol-error-in-stream": Case(
+            read_fixture("edge/anthropic-stop-without-stop-reason.sse"), "auto"
+        ),
+        "decode-error-in-text": Case(chat[:first_text] + b"\xff\xe2\x82" + chat[first_text:], CHAT),
+        "decode-error-fixture": Case(read_fixture("edge/chat-invalid-utf8.sse"), "auto"),
+        "payload-error-event": Case(read_fixture("edge/chat-invalid-json-event.sse"), "auto"),
+        "payload-error-arguments": Case(
+            tools.replace(b'"arguments":"}"', b'"arguments":"]"'), CHAT
+        ),
+        "payload-error-trailing": Case(
+            read_fixture("edge/chat-tool-arguments-two-values.sse"), "auto"
+        ),
+        "buffer-limit-line": Case(chat, CHAT, Limits(max_line_bytes=120)),
+        "buffer-limit-event": Case(
+            b"data: short line\n" * 40, "generic", Limits(max_event_bytes=300)
+        ),
+        "buffer-limit-accumulator": Case(tools, CHAT, Limits(max_tool_argument_chars=6)),
+        "buffer-limit-calls": Case(tools, CHAT, Limits(max_tool_calls=1)),
+        "buffer-limit-parts": Case(
+            read_fixture("real/openai-chat-multiple-choices.sse"), CHAT, Limits(max_parts=1)
+        ),
+        "buffer-limit-events": Case(anthropic, ANTHROPIC, Limits(max_events=5)),
+        "eof-unverified": Case(read_fixture("edge/generic-clean-eof.sse"), "auto"),
+        "eof-unverified-cohere": Case(read_fixture("real/cohere-v2-chat-tool-call.sse"), "auto"),
+        "refused-rate-limited": Case(b"", CHAT, refused="rate_limited"),
+        "refused-http-status": Case(b"", RESPONSES, refused="http_status"),
+        "refused-media-type": Case(b"", ANTHROPIC, refused="media_type"),
+        "refused-no-content": Case(b"", GEMINI, refused="no_content"),
+    }
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("chunking", CHUNKINGS)
+@pytest.mark.parametrize("case", CASES)
+def test_a_stream_of_every_outcome_replays_to_its_live_report(
+    tmp_path: Path, case: str, chunking: str
+) -> None:
+    body, route, limits, error, refused = CASES[case]
+    _replays(
+        _record(
+            tmp_path, body, route, CHUNKINGS[chunking], limits=limits, error=error, refused=refused
+        )
+    )
+
+
+def test_the_cases_reach_every_outcome_but_internal_error(tmp_path: Path) -> None:
+    reached = set()
+    for name, (body, route, limits, error, refused) in CASES.items():
+        live = _record(tmp_path / name, body, route, limits=limits, error=error, refused=refused)
+        reached.add(live.report.outcome)
+    assert reached == set(Outcome) - {Outcome.INTERNAL_ERROR}
+
+
+def test_an_internal_error_replays_to_the_verdict_its_body_deserved(tmp_path: Path) -> None:
+    """``internal_error`` is the instrumentation's failure, not the body's: the recording keeps
+    the live verdict, and the replay says what the body itself was."""
+    body = read_fixture("real/openai-chat-text.sse")
+    flight = FlightRecorder(tmp_path)
+    tape = flight.start(CHAT, _T0)
+    monitor = StreamMonitor(CHAT, started_at=_T0)
+    monitor.feed(body, _T0 + 0.1)
+    tape.write(body, _T0 + 0.1)
+    report = dataclasses.replace(monitor.close(_T0 + 0.2), outcome=Outcome.INTERNAL_ERROR)
+    recording = _load(tmp_path, str(flight.keep(tape, report)))
+    assert recording.outcome == "internal_error"
+    assert recording.replay().outcome is Outcome.COMPLETE
+
+
+# -- random bodies: cuts, corruption, chunkings; random tool-argument texts --------------------
+
+_SMALL_FIXTURES = [name for name in _ALL_FIXTURES if len(read_fixture(name)) <= 16 * 1024]
+_SNIPPETS = [
+    b'"', b"\\", b"\\u12", b"\\ud83d", b"\\ud83d\\ude00", b"\xff", b"\xe2\x82", b"\xc3\xa9",
+    b"\xf0\x9f\x98", b"\n", b"\r", b"\r\n", b"\n\n", b"{", b"}", b"[", b"]", b",", b":",
+    b"1e999", b"-0", b"01", b"tru", b"null", b"data: ", b": note\n", b"event: error\n",
+    b'\\"', b"\\n", b"\\u0000", b"\x00", b" ", b"x", b"99999", b"\xef\xbb\xbf",
+]  # fmt: skip
+_LIMITS = [
+    None,
+    Limits(max_line_bytes=300),
+    Limits(max_event_bytes=500),
+    Limits(max_tool_argument_chars=20),
+    Limits(max_parts=1),
+    Limits(max_events=5),
+]
+
+
+@st.composite
+def _damaged(draw: st.DrawFn) -> tuple[bytes, str]:
+    name = draw(st.sampled_from(_SMALL_FIXTURES))
+    body = bytearray(read_fixture(name))
+    for _ in range(draw(st.integers(0, 4))):
+        at = draw(st.integers(0, len(body)))
+        if draw(st.booleans()):
+            body[at:at] = draw(st.sampled_from(_SNIPPETS))
+        else:
+            del body[at : at + draw(st.integers(1, 8))]
+    if draw(st.booleans()):
+        del body[draw(st.integers(0, len(body))) :]
+    return bytes(body), draw(st.sampled_from([_route(name), "auto", "generic"]))
+
+
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    damaged=_damaged(),
+    seed=st.integers(0, 2**32),
+    error=st.sampled_from([None, "transport", "timeout", "cancelled"]),
+    limits=st.sampled_from(_LIMITS),
+)
+def test_a_cut_or_corrupted_fixture_replays_to_its_live_report(
+    tmp_path_factory: pytest.TempPathFactory,
+    damaged: tuple[bytes, str],
+    seed: int,
+    error: StreamError | None,
+    limits: Limits | None,
+) -> None:
+    body, route = damaged
+    chunking = lambda data: random_split(data, random.Random(seed))  # noqa: E731
+    directory = tmp_path_factory.mktemp("damaged")
+    _replays(_record(directory, body, route, chunking, limits=limits, error=error))
+
+
+# Argument text from JSON's own characters and the ones that break it.
+_ARGUMENT_TEXT = st.text(
+    alphabet=st.sampled_from(
+        [*'{}[]:," \t\n\\u0aF9-+.eEtrufalsn#', "é", "中", "😀", "\x0b", "\x01"]
+    ),
+    max_size=30,
+) | st.recursive(
+    st.none() | st.booleans() | st.floats(allow_nan=False) | st.integers() | st.text(max_size=5),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3)
+    ),
+    max_leaves=6,
+).map(lambda value: json.dumps(value, ensure_ascii=False))
+
+
+@st.composite
+def _calls(draw: st.DrawFn) -> list[Call]:
+    calls = []
+    for number in range(draw(st.integers(1, 3))):
+        text = draw(_ARGUMENT_TEXT)
+        cuts = sorted(draw(st.sets(st.integers(1, max(1, len(text) - 1)), max_size=4)))
+        pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+        calls.append(
+            Call(f"call_{number}", f"tool_{number}", tuple(p for p in pieces if p) or ("",))
+        )
+    return calls
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    route=st.sampled_from([CHAT, RESPONSES, ANTHROPIC]),
+    calls=_calls(),
+    interleave=st.booleans(),
+    multiline=st.booleans(),
+    late=st.booleans(),
+    seed=st.integers(0, 2**32),
+)
+def test_any_tool_argument_text_replays_to_the_same_verdict(
+    tmp_path_factory: pytest.TempPathFactory,
+    route: str,
+    calls: list[Call],
+    interleave: bool,
+    multiline: bool,
+    late: bool,
+    seed: int,
+) -> None:
+    """Valid, invalid, trailing, empty, split anywhere (inside escapes, literals, numbers):
+    the lexer keeps each call's verdict."""
+    stream = build(
+        route,
+        ["Let me check.", *calls],
+        interleave=interleave and route != ANTHROPIC,
+        multiline=multiline,
+        late_fragment=(0,) if late else (),
+    )
+    chunking = lambda data: random_split(data, random.Random(seed))  # noqa: E731
+    live = _record(tmp_path_factory.mktemp("calls"), stream.body, route, chunking)
+    _replays(live)
+
+
+# -- no content on disk -------------------------------------------------------------------------
+
+_CANARY_TEXT = "CANARYTEXT ünïcödé 中文 😀"
+_CANARY_CALL = call(
+    "call_CANARYID7",
+    "canary_tool_name",
+    {"CANARYKEY": "CANARYVALUE", "n": 918273645, "x": [True, None, 0.918273645, "CANARYITEM\n"]},
+    pieces=5,
+)
+_CANARIES = ("CANARY", "canary", "918273645", "ünïcödé", "中文", "😀", "FOLLOWUPTEXT")
+
+
+def _assert_no_canary(recording: Recording, directory: Path) -> None:
+    skeleton = _skeleton(recording).decode("utf-8", "replace")
+    files = b"".join(path.read_bytes() for path in directory.iterdir())
+    for canary in _CANARIES:
+        assert canary not in skeleton
+        assert canary.encode() not in files
+
+
+_FAULTS: dict[str, dict[str, Any]] = {
+    "none": {},
+    "error": {"error_before_terminal": True},
+    "omit-final": {"omit_final": True},
+    "malformed": {"malformed": (0,)},
+    "trailing": {"trailing": (0,)},
+    "unknown-event": {"unknown_event": True},
+    "multiline": {"multiline": True},
+    "malformed-event": {"malformed_event": True},
+}
+
+
+@pytest.mark.parametrize("fault", _FAULTS)
+@pytest.mark.parametrize("route", [CHAT, RESPONSES, ANTHROPIC, GEMINI])
+def test_canaries_never_reach_the_disk(tmp_path: Path, route: str, fault: str) -> None:
+    stream = build(
+        route,
+        [_CANARY_TEXT, _CANARY_CALL, "FOLLOWUPTEXT"],
+        response_id="resp_CANARYRESPONSE",
+        **_FAULTS[fault],
+    )
+    body = b": CANARYCOMMENT heartbeat\n\n" + stream.body
+    recording = _replays(_record(tmp_path, body, route, CHUNKINGS["random"]))
+    _assert_no_canary(recording, tmp_path)
+
+
+def test_canaries_in_error_messages_comments_ids_and_non_json_data_never_reach_the_disk(
+    tmp_path: Path,
+) -> None:
+    body = (
+        b": CANARYCOMMENT\n"
+        b"id: CANARYSSEID\n"
+        b"x-CANARYFIELD: CANARYVALUE\n"
+        b"CANARYLINE\n"
+        b"data: CANARY not json 918273645\n\n"
+        b'data: {"error": {"message": "CANARYMESSAGE", "type": "server_error", "code": "boom"}}\n\n'
+        b'data: {"id": "CANARYID", "choices": [{"index": 0, "delta": {"content": "CANARY"}}]}\n\n'
+        b"data: [DONE] CANARYAFTERDONE\n\n"
+        b"data: CANARYPENDING"
+    )
+    live = _record(tmp_path, body, CHAT, CHUNKINGS["one-byte"])
+    recording = _replays(live)
+    _assert_no_canary(recording, tmp_path)
+    assert live.report.provider_error_code == "boom"  # vocabulary: kept
+
+
+# What the routes judge by (docs/recorder.md): kept verbatim, so never a canary.
+_VOCABULARY_KEYS = {
+    "type", "object", "role", "finish_reason", "stop_reason", "finishReason", "blockReason",
+    "status", "model", "modelVersion", "reason", "code",
+}  # fmt: skip
+_WORD = re.compile(r"[A-Za-z]{6,}")
+
+
+def _content_words(body: bytes) -> set[str]:
+    """Words of the body's content (string values, comments, non-JSON data) that are nowhere
+    else in it (JSON keys, vocabulary values, event names, ``[DONE]``)."""
+    content: set[str] = set()
+    kept: set[str] = {"DONE", "REDACTED"}
+
+    def walk(value: Any, key: str | None) -> None:
+        if isinstance(value, dict):
+            for name, item in value.items():
+                kept.update(_WORD.findall(name))
+                walk(item, name)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, key)
+        elif isinstance(value, str):
+            (kept if key in _VOCABULARY_KEYS else content).update(_WORD.findall(value))
+
+    for event in SSEParser().feed(body):
+        kept.update(_WORD.findall(event.event))
+        try:
+            walk(json.loads(event.data), None)
+        except ValueError:
+            content.update(_WORD.findall(event.data))
+    for line in re.split(rb"\r\n|\r|\n", body):
+        if line.startswith(b":"):
+            content.update(_WORD.findall(line.decode("utf-8", "replace")))
+    return content - kept
+
+
+@pytest.mark.parametrize("name", _ALL_FIXTURES)
+def test_no_word_of_a_fixtures_content_reaches_the_disk(tmp_path: Path, name: str) -> None:
+    """Each fixture's own text, reasoning, tool names, arguments, ids and error messages are its
+    canaries: none of their words is in the skeleton."""
+    body = read_fixture(name)
+    recording = _replays(_record(tmp_path, body, _route(name)))
+    canaries = _content_words(body)
+    skeleton = _skeleton(recording).decode("utf-8", "replace")
+    assert not {word for word in canaries if word in skeleton}
+
+
+# -- the skeleton's conventions (docs/recorder.md) ----------------------------------------------
+
+
+# (line, what it becomes) for every convention of docs/recorder.md; CRLF framing.
+_CONVENTIONS = [
+    (b": keepalive", b":[REDACTED]"),
+    (b"event: message", b"event: message"),
+    (
+        b'data: {"type": "x", "text": "Hello, world",',
+        b'data: {"type": "x", "text": "[REDACTED][R",',
+    ),
+    (
+        b'data: "n": 42.5, "ok": true, "v": null, "index": 7,',
+        b'data: "n": 10.0, "ok": true, "v": null, "index": 7,',
+    ),
+    (
+        b'data:  "wide": "\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80",',
+        b'data:  "wide": "\xc2\xa4\xe2\x96\x88\xf0\x9f\x94\x92",',
+    ),
+    (b'data: "esc": "a\\n\\u00e9\\ud83d\\ude00",', b'data: "esc": "[\\/\\u00a4\\ud83d\\udd12",'),
+    (b'data: "bad": "\xff\xe2\x82z",', b'data: "bad": "\xff\xe1\x80E",'),
+]
+
+
+def test_the_skeleton_conventions(tmp_path: Path) -> None:
+    ids = b'data: "id": "abc", "item_id": "abc", "call_id": "abd"}'
+    body = b"".join(line + b"\r\n" for line, _ in _CONVENTIONS) + ids + b"\r\n\r\n"
+    skeleton = _skeleton(_replays(_record(tmp_path, body, "generic"))).split(b"\r\n")
+    assert skeleton[: len(_CONVENTIONS)] == [kept for _, kept in _CONVENTIONS]
+    # Ids: the same stand-in for the same id, another for another, each of its length.
+    found = re.fullmatch(
+        rb'data: "id": "(.*)", "item_id": "(.*)", "call_id": "(.*)"}', skeleton[-3]
+    )
+    assert found is not None
+    same, again, other = found.groups()
+    assert same == again != other
+    assert len(same) == len(other) == 3
+    assert b"abc" not in skeleton[-3]
+
+
+def test_tool_arguments_keep_their_json_shape(tmp_path: Path) -> None:
+    arguments = '{"city": "Paris", "days": 12, "metric": true, "tags": ["a\\n", null], "x": -0.5e3}'
+    stream = build(
+        CHAT, [Call("call_1", "weather", (arguments[:9], arguments[9:30], arguments[30:]))]
+    )
+    recording = _replays(_record(tmp_path, stream.body, CHAT, CHUNKINGS["one-byte"]))
+    fragments = [
+        tool["function"].get("arguments", "")
+        for data in re.findall(rb"^data: (\{.*)$", _skeleton(recording), re.M)
+        for choice in json.loads(data).get("choices") or ()
+        for tool in choice["delta"].get("tool_calls") or ()
+    ]
+    assert "".join(fragments) == (
+        '{"[RED": "[REDA", "[RED": 10, "[REDAC": true, "[RED": ["[\\n", null], "[": -0.1e3}'
+    )
+
+
+# -- bounds ---------------------------------------------------------------------------------
+
+
+def _failing(flight: FlightRecorder, body: bytes = b"data: {}\n\n") -> str | None:
+    """Keep one stream that ends ``payload_error``; its id."""
+    tape = flight.start(CHAT, _T0)
+    monitor = StreamMonitor(CHAT, started_at=_T0)
+    monitor.feed(body, _T0 + 0.1)
+    tape.write(body, _T0 + 0.1)
+    return flight.keep(tape, monitor.close(_T0 + 0.2))
+
+
+def _recordings(directory: Path) -> list[Path]:
+    return sorted(directory.glob("otelsse-*.json"))
+
+
+def test_the_ring_keeps_the_newest_max_recordings_and_leaves_other_files_alone(
+    tmp_path: Path,
+) -> None:
+    foreign = [tmp_path / "notes.txt", tmp_path / "otelsse-mine.json"]
+    for path in foreign:
+        path.write_text("not a recording")
+    flight = FlightRecorder(tmp_path, max_recordings=3)
+    ids = [_failing(flight) for _ in range(5)]
+    assert [
+        load_recording(path).id for path in _recordings(tmp_path) if path not in foreign
+    ] == ids[2:]
+    assert all(path.read_text() == "not a recording" for path in foreign)
+
+
+def test_the_ring_stays_within_max_total_bytes_oldest_first(tmp_path: Path) -> None:
+    body = b"data: {" + b" " * 2000 + b"\n\n"
+    probe = FlightRecorder(tmp_path / "probe")
+    _failing(probe, body)
+    (one,) = _recordings(tmp_path / "probe")
+    size = one.stat().st_size
+    flight = FlightRecorder(tmp_path / "ring", max_total_bytes=int(size * 2.5))
+    ids = [_failing(flight, body) for _ in range(4)]
+    kept = _recordings(tmp_path / "ring")
+    assert [load_recording(path).id for path in kept] == ids[2:]
+    assert sum(path.stat().st_size for path in kept) <= int(size * 2.5)
+
+
+def test_a_recording_larger_than_the_whole_ring_is_not_kept(tmp_path: Path) -> None:
+    flight = FlightRecorder(tmp_path, max_total_bytes=100)
+    assert _failing(flight) is None
+    assert _recordings(tmp_path) == []
+    assert [path.name for path in tmp_path.iterdir()] == []  # no temporary file either
+
+
+def test_a_tape_is_kept_once(tmp_path: Path) -> None:
+    flight = FlightRecorder(tmp_path)
+    tape = flight.start(CHAT, _T0)
+    tape.write(b"data: {}\n\n", _T0)
+    report = StreamReport(route=CHAT, outcome=Outcome.PAYLOAD_ERROR)
+    assert flight.keep(tape, report) is not None
+    assert flight.keep(tape, report) is None
+    assert len(_recordings(tmp_path)) == 1
+
+
+def test_the_capture_stops_at_max_stream_bytes_and_says_so(tmp_path: Path) -> None:
+    body = read_fixture("real/openai-chat-text.sse")
+    live = _record(tmp_path, body, CHAT, CHUNKINGS["random"], max_stream_bytes=1000)
+    assert live.report.outcome is Outcome.COMPLETE
+    recording = live.recording
+    assert recording is not None
+    assert not recording.capture_complete
+    assert len(_skeleton(recording)) == 1000
+    # The replay ends where the capture did.
+    assert recording.replay().outcome is Outcome.TRUNCATED
+
+
+@pytest.mark.parametrize("chunk_size", [1, 900])
+def test_a_tape_holds_at_most_its_bounds_in_memory(tmp_path: Path, chunk_size: int) -> None:
+    bound = 64 * 1024
+    flight = FlightRecorder(tmp_path, max_stream_bytes=bound)
+    tape = flight.start(CHAT, _T0)
+    chunk = b"x" * chunk_size
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for step in range(200_000 // chunk_size + 20_000):
+            tape.write(chunk, _T0 + step)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    # The body and the chunk index, each at most the bound (plus growth slack).
+    assert held <= 2 * bound * 1.25
+    report = StreamReport(route=CHAT, outcome=Outcome.TRUNCATED)
+    recording = _load(tmp_path, str(flight.keep(tape, report)))
+    assert not recording.capture_complete
+
+
+# -- sampling -------------------------------------------------------------------------------
+
+
+def test_a_complete_stream_is_kept_only_when_sampled(tmp_path: Path) -> None:
+    body = read_fixture("real/openai-chat-text.sse")
+    assert _record(tmp_path / "never", body, CHAT, sample_rate=0.0).recording is None
+    assert _recordings(tmp_path / "never") == []
+    kept = _record(tmp_path / "always", body, CHAT, sample_rate=1.0).recording
+    assert kept is not None
+    assert kept.sampled
+    failing = _record(tmp_path / "failing", body[:100], CHAT, sample_rate=0.0).recording
+    assert failing is not None
+    assert not failing.sampled
+
+
+def test_the_sample_is_drawn_at_start(tmp_path: Path) -> None:
+    draws = iter([0.2, 0.7])
+    flight = FlightRecorder(tmp_path, sample_rate=0.5, random=lambda: next(draws))
+    first, second = flight.start(CHAT, _T0), flight.start(CHAT, _T0)
+    report = StreamReport(route=CHAT, outcome=Outcome.COMPLETE)
+    assert flight.keep(second, report) is None
+    assert flight.keep(first, report) is not None
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"sample_rate": 1.5},
+        {"sample_rate": -0.1},
+        {"max_recordings": 0},
+        {"max_total_bytes": 0},
+        {"max_stream_bytes": 0},
+    ],
+)
+def test_bounds_are_checked(tmp_path: Path, arguments: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=next(iter(arguments))):
+        FlightRecorder(tmp_path, **arguments)
+
+
+# -- the file ---------------------------------------------------------------------------------
+
+
+def test_the_file_is_versioned_json_with_base64_chunks_and_counts(tmp_path: Path) -> None:
+    body = read_fixture("real/openai-chat-parallel-tool-calls.sse")
+    live = _record(tmp_path, body[:-40], CHAT, CHUNKINGS["random"], error="transport")
+    (path,) = _recordings(tmp_path)
+    record = json.loads(path.read_bytes())
+    assert record["format"] == FORMAT == "otelsse-recording/1"
+    assert re.fullmatch(r"otelsse-\d{20}-[0-9a-f]{16}\.json", path.name)
+    assert re.fullmatch(r"[0-9a-f]{16}", record["id"])
+    assert record["route"] == record["judged_as"] == CHAT
+    assert (record["outcome"], record["error"]) == ("truncated", "transport")
+    assert record["capture_complete"] is True
+    assert record["report"]["event_count"] == live.report.event_count
+    assert record["report"]["bytes_received"] == len(body) - 40
+    assert record["report"]["stop_reason"] == live.report.stop_reason
+    assert record["limits"] == dataclasses.asdict(Limits())
+    assert sum(len(base64.b64decode(chunk)) for _, chunk in record["chunks"]) == len(body) - 40
+    assert is_recording(path.read_bytes())
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"data: {}\n\n", b'{"format": "something-else"}', b"\x00\xff" * 10, b"[1, 2]"],
+)
+def test_other_files_are_not_recordings(tmp_path: Path, data: bytes) -> None:
+    assert not is_recording(data)
+    with pytest.raises(ValueError, match="not an otelsse recording"):
+        load_recording(_write(tmp_path / "file", data))
+
+
+def _recorded(tmp_path: Path) -> dict[str, Any]:
+    _failing(FlightRecorder(tmp_path))
+    (path,) = _recordings(tmp_path)
+    return json.loads(path.read_bytes())  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"format": "otelsse-recording/2"}, "format 'otelsse-recording/2'"),
+        ({"chunks": [[0.1, "not base64!"]]}, "damaged"),
+        ({"outcome": "fine"}, "damaged"),
+        ({"error": "meteor"}, "damaged"),
+        ({"refused": "teapot"}, "damaged"),
+        ({"capture_complete": 1}, "damaged"),
+        ({"limits": {}}, "damaged"),
+    ],
+)
+def test_a_wrong_version_or_a_damaged_recording_is_refused(
+    tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
+    record = _recorded(tmp_path) | change
+    data = json.dumps(record, separators=(",", ":")).encode()
+    assert is_recording(data)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load_recording(_write(tmp_path / "changed.json", data))
+
+
+def test_a_cut_recording_is_refused(tmp_path: Path) -> None:
+    _failing(FlightRecorder(tmp_path))
+    (path,) = _recordings(tmp_path)
+    data = path.read_bytes()[:-30]
+    assert is_recording(data)
+    with pytest.raises(ValueError, match="not valid JSON"):
+        load_recording(_write(tmp_path / "cut.json", data))
+
+
+def test_the_recording_id_names_its_file_and_the_rest_of_the_ring(tmp_path: Path) -> None:
+    flight = FlightRecorder(tmp_path)
+    ids = [_failing(flight) for _ in range(3)]
+    assert [path.name.split("-")[-1] for path in _recordings(tmp_path)] == [
+        f"{i}.json" for i in ids
+    ]
