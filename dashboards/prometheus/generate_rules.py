@@ -274,11 +274,14 @@ def recording_rules() -> dict[str, Any]:
     ]
     # The traffic guards count the streams that really ended in the window (an average rate
     # times the window would credit a route born 5 minutes ago with a full day): the 5m count
-    # taken every minute holds each stream 5 times, whatever the evaluation interval.
+    # taken every minute holds each stream 5 times, whatever the evaluation interval. Never less
+    # than the last 5m's count, which the window holds: a series younger than a minute has not
+    # been sampled on a minute yet, and one younger than 5m only partly.
     long_window_traffic = [
         record(
             f"otelsse:streams:increase{long}",
-            f"sum_over_time(otelsse:streams:increase5m[{long}:1m]) / 5\n",
+            f"sum_over_time(otelsse:streams:increase5m[{long}:1m]) / 5 > otelsse:streams:increase5m"
+            "\nor\notelsse:streams:increase5m\n",
         )
         for _, long, _, _, _ in BURN_RATE_ALERTS
     ]
