@@ -60,8 +60,10 @@ __all__ = ["FlightRecorder", "Recording", "Tape", "is_recording", "load_recordin
 
 #: The ``format`` of a recording file this module writes and reads.
 FORMAT = "otelsse-recording/1"
-# Written first in every file, so that ``is_recording`` reads a prefix only.
-_MAGIC = b'{"format":"otelsse-recording/'
+# The format is written first in every file, so that ``is_recording`` reads a prefix only
+# (spaced as it may be once a tool such as ``jq`` has pretty-printed the file).
+_MAGIC = re.compile(rb'\s*\{\s*"format"\s*:\s*"otelsse-recording/')
+_MAGIC_PREFIX = 256
 # A recording's file name: creation time in nanoseconds (the ring's order), then its id.
 _FILE_NAME = re.compile(r"otelsse-\d{20}-[0-9a-f]{16}\.json\Z")
 # One chunk record (a time and a length, 16 bytes in the tape's arrays) per this many bytes of
@@ -954,7 +956,7 @@ class Recording:
 
 def is_recording(data: bytes) -> bool:
     """Whether a file's bytes are a flight recording (of any format version)."""
-    return data.lstrip()[: len(_MAGIC)] == _MAGIC
+    return _MAGIC.match(data[:_MAGIC_PREFIX]) is not None
 
 
 def load_recording(path: str | os.PathLike[str]) -> Recording:

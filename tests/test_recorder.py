@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from otelsse import Limits, Outcome, SSEParser, StreamMonitor, StreamReport
 from otelsse.monitor import StreamError
-from otelsse.recorder import FORMAT, FlightRecorder, Recording, is_recording, load_recording
+from otelsse.recorder import _RULES, FORMAT, FlightRecorder, Recording, is_recording, load_recording
 from tests._fixtures import EDGE_FIXTURES, EXPECTED, read_fixture
 from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES, one_byte_at_a_time, random_split
 from tests.gate._streams import Call, build, call
@@ -692,6 +692,10 @@ def test_the_file_is_versioned_json_with_base64_chunks_and_counts(tmp_path: Path
     assert record["limits"] == dataclasses.asdict(Limits())
     assert sum(len(base64.b64decode(chunk)) for _, chunk in record["chunks"]) == len(body) - 40
     assert is_recording(path.read_bytes())
+    # Pretty-printed (``jq .``), it is still a recording.
+    pretty = _write(tmp_path / "pretty.json", json.dumps(record, indent=2).encode())
+    assert is_recording(pretty.read_bytes())
+    assert load_recording(pretty).replay().outcome is Outcome.TRUNCATED
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -752,3 +756,16 @@ def test_the_recording_id_names_its_file_and_the_rest_of_the_ring(tmp_path: Path
     assert [path.name.split("-")[-1] for path in _recordings(tmp_path)] == [
         f"{i}.json" for i in ids
     ]
+
+
+def test_the_documented_vocabulary_is_the_recorders() -> None:
+    """docs/recorder.md's table names, per route, what ``_RULES`` keeps and pseudonymises."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "recorder.md").read_text("utf-8")
+    for route, rules in _RULES.items():
+        (row,) = [line for line in doc.splitlines() if line.startswith(f"| `{route}`")]
+        _, words, numbers, ids, _ = (
+            set(re.findall(r"`([^`]+)`", cell)) for cell in row.split("|")[1:6]
+        )
+        assert words == rules.words, route
+        assert numbers == rules.numbers | rules.usage, route
+        assert ids == rules.ids, route
