@@ -55,6 +55,8 @@ _INSPECT_EPILOG = f"""\
 The first line is the verdict and its reason, e.g.
   truncated: EOF after 812 events, no terminal event; last event content_block_delta
 then the report's fields (never content); --json prints the same fields.
+A flight recording (otelsse.recorder) is replayed with its own route, limits and reads; a
+second line says whether the replayed outcome matches the live one.
 
 exit status:
   {EXIT_COMPLETE}  complete
@@ -241,6 +243,8 @@ def _write(
         return
     rows = dict(fields)
     out.write(f"{rows.pop('verdict')}: {rows.pop('reason')}\n")
+    if "replay" in rows:
+        out.write(f"replay: {rows.pop('replay')}\n")
     if events is not None:
         out.write(f"\n{'#':>5}  {'event':<40} data chars\n")
         for number, event in enumerate(events):
@@ -275,6 +279,10 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
     except OSError as exc:
         sys.stderr.write(f"otelsse: cannot read {args.file}: {exc.strerror}\n")
         return EXIT_USAGE
+    from .recorder import is_recording
+
+    if is_recording(body):
+        return _replay(args.file, body, args.json, out)
     route = _route(args)
     if route is None:
         return EXIT_USAGE
@@ -289,6 +297,36 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
     report = monitor.close()
     last_event = events[-1].event if events else None
     _write(_fields(report, last_event), events if args.events else None, args.json, out)
+    return EXIT_COMPLETE if report.outcome is Outcome.COMPLETE else EXIT_NOT_COMPLETE
+
+
+def _replay(path: str, body: bytes, as_json: bool, out: TextIO) -> int:
+    """``inspect`` on a flight recording: judge its skeleton again, as the live monitor did, and
+    say whether the outcome is the live one."""
+    from .recorder import load_recording
+
+    try:
+        if path == "-":
+            # The recorder loads files: stdin's bytes get one for the moment.
+            with tempfile.TemporaryDirectory() as directory:
+                copy = os.path.join(directory, "recording.json")
+                with open(copy, "wb") as file:
+                    file.write(body)
+                recording = load_recording(copy)
+        else:
+            recording = load_recording(path)
+    except (OSError, ValueError) as exc:
+        sys.stderr.write(f"otelsse: cannot replay {path}: {exc}\n")
+        return EXIT_USAGE
+    report = recording.replay()
+    fields = _fields(report, None)
+    live = recording.outcome
+    same = "matches" if report.outcome.value == live else "differs from"
+    head = {key: fields.pop(key) for key in ("verdict", "reason")}
+    head["replay"] = f"{same} the live outcome ({live}) of recording {recording.id}"
+    head["recording.id"] = recording.id
+    head["recording.live_outcome"] = live
+    _write(head | fields, None, as_json, out)
     return EXIT_COMPLETE if report.outcome is Outcome.COMPLETE else EXIT_NOT_COMPLETE
 
 

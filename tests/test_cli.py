@@ -369,7 +369,7 @@ def _text_fields(text: str) -> dict[str, str]:
     fields = {"verdict": outcome, "reason": reason}
     for row in filter(None, rows):
         key, _, value = row.partition(" ")
-        fields[key] = value.strip()
+        fields[key.removesuffix(":")] = value.strip()  # "replay: ...", a recording's second line
     return fields
 
 
@@ -402,3 +402,64 @@ def test_inspect_not_sse_carries_the_same_fields_in_both_modes(tmp_path: Path) -
     _, text = _inspect_body(tmp_path, _HTML_502)
     _, document = _inspect_body(tmp_path, _HTML_502, "--json")
     assert _text_fields(text) == json.loads(document)
+
+
+# -- flight recordings ---------------------------------------------------------------------------
+
+
+def _record(directory: Path, fixture: str) -> Path:
+    """Record ``fixture`` read in 64-byte chunks, as the instrumentation does; its file."""
+    from otelsse.monitor import StreamMonitor
+    from otelsse.recorder import FlightRecorder
+
+    recorder = FlightRecorder(directory)
+    tape = recorder.start("auto", 0.0)
+    monitor = StreamMonitor("auto", started_at=0.0)
+    body = read_fixture(fixture)
+    for at in range(0, len(body), 64):
+        tape.write(body[at : at + 64], at / 1000)
+        monitor.feed(body[at : at + 64], at / 1000)
+    recording_id = recorder.keep(tape, monitor.close(len(body) / 1000))
+    [path] = directory.glob(f"otelsse-*-{recording_id}.json")
+    return path
+
+
+def test_inspect_replays_a_recording_and_says_it_matches_live(tmp_path: Path) -> None:
+    path = _record(tmp_path, "synthetic/openai-responses-function-call-truncated.sse")
+    recording_id = path.stem.rpartition("-")[2]
+    status, text = _run("inspect", str(path))
+    first, second, *_ = text.splitlines()
+    assert status == EXIT_NOT_COMPLETE
+    assert first == "truncated: EOF after 4 events, no terminal event"
+    assert second == f"replay: matches the live outcome (truncated) of recording {recording_id}"
+    _, document = _run("inspect", str(path), "--json")
+    assert _text_fields(text) == {key: _shown(value) for key, value in json.loads(document).items()}
+    piped = subprocess.run(
+        [sys.executable, "-m", "otelsse", "inspect", "-"],
+        input=path.read_bytes(),
+        capture_output=True,
+        check=False,
+    )
+    assert (piped.returncode, piped.stdout.decode()) == (status, text), piped.stderr
+    # A recording edited to claim another live outcome: the replay says it differs.
+    path.write_text(path.read_text().replace('"outcome":"truncated"', '"outcome":"complete"'))
+    status, document = _run("inspect", str(path), "--json")
+    fields = json.loads(document)
+    assert (status, fields["verdict"], fields["recording.live_outcome"]) == (
+        1,
+        "truncated",
+        "complete",
+    )
+    assert (
+        fields["replay"] == f"differs from the live outcome (complete) of recording {recording_id}"
+    )
+
+
+def test_inspect_a_damaged_recording_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "broken.json"
+    path.write_bytes(b'{"format":"otelsse-recording/1", "id": ')
+    status, text = _run("inspect", str(path))
+    assert (status, text) == (EXIT_USAGE, "")
+    assert capsys.readouterr().err.startswith(f"otelsse: cannot replay {path}: ")
