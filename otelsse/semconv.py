@@ -113,10 +113,12 @@ SPAN_NAME = "otelsse.stream"
 #: Instrumentation scope schema: the semantic-conventions release whose names are used here.
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
 
-#: Outcomes that are a fault on the server or network side: the span status is ERROR and
-#: ``error.type`` is set to the outcome. ``complete``, ``incomplete``, ``cancelled`` and
-#: ``eof_unverified`` are not errors, nor is ``internal_error``: otelsse's own failure says nothing
-#: about the server (it is counted in ``otelsse.instrumentation.errors``).
+#: Outcomes where the call failed for a reason outside the application and otelsse (the server,
+#: a gateway, the network, the caller's quota or credentials, the client's read deadline): the
+#: span status is ERROR and ``error.type`` is set to the outcome. ``complete``, ``incomplete``,
+#: ``cancelled`` and ``eof_unverified`` are not errors, nor is ``internal_error``: otelsse's own
+#: failure says nothing about the server (it is counted in ``otelsse.instrumentation.errors``).
+#: Which of them count against a provider's SLO is ``SLO_BAD_OUTCOMES``.
 ERROR_OUTCOMES = frozenset(
     {
         "truncated",
@@ -739,7 +741,8 @@ ATTRIBUTE_SPECS: dict[str, AttributeSpec] = {
     DURATION: AttributeSpec(
         "double", "s",
         "From request send to the end of the stream: EOF, close, read error or cancellation "
-        "(the response headers for a `protocol_error` found there).",
+        "(the response headers for a stream refused there: `rate_limited`, `http_error`, or a "
+        "`protocol_error` found there).",
     ),
     HTTP_RESPONSE_STATUS_CODE: AttributeSpec(
         "int", "",
