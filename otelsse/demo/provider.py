@@ -512,8 +512,8 @@ class FakeProvider:
         request_id_header = "request-id" if route == "anthropic.messages" else "x-request-id"
         if scenario == "rate_limited":
             reply = _error_reply(429, "rate_limit_exceeded", "Rate limit reached; retry later.")
-            headers = [*reply.headers, ("retry-after", "1"), (request_id_header, request_id)]
-            return reply._replace(headers=headers)
+            said = [*reply.headers, ("retry-after", "1"), (request_id_header, request_id)]
+            return reply._replace(headers=said)
         rng = self._random
         path_model = _PATH_MODEL.search(path)
         model = (
