@@ -21,13 +21,20 @@ from typing import TYPE_CHECKING, Any
 from ._client import CLIENT_MODULES, Client, client_of, get_client
 
 if TYPE_CHECKING:
-    from ._instrumentor import EXCLUDED_URLS_ENV, HOST_PROFILES_ENV, OPTIONS, SSEInstrumentor
+    from ._instrumentor import (
+        EXCLUDED_URLS_ENV,
+        HOST_PROFILES_ENV,
+        OPTIONS,
+        RECORDER_DIR_ENV,
+        SSEInstrumentor,
+    )
 
 __all__ = [
     "CLIENT_MODULES",
     "EXCLUDED_URLS_ENV",
     "HOST_PROFILES_ENV",
     "OPTIONS",
+    "RECORDER_DIR_ENV",
     "Client",
     "SSEInstrumentor",
     "client_of",
@@ -36,7 +43,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("SSEInstrumentor", "EXCLUDED_URLS_ENV", "HOST_PROFILES_ENV", "OPTIONS"):
+    if name in (
+        "SSEInstrumentor", "EXCLUDED_URLS_ENV", "HOST_PROFILES_ENV", "OPTIONS", "RECORDER_DIR_ENV",
+    ):  # fmt: skip
         from . import _instrumentor
 
         return getattr(_instrumentor, name)

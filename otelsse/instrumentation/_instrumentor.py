@@ -163,7 +163,7 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             limits or Limits(),
             _excluded_urls(excluded_urls),
             genai_span,
-            recorder if recorder is not None else _env_recorder(),
+            recorder if recorder is not None else _env_recorder(limits),
         )
         for library in CLIENT_MODULES:
             if library not in clients:
@@ -241,10 +241,11 @@ def _excluded_urls(option: str | Iterable[str] | None) -> re.Pattern[str] | None
     return re.compile("|".join(f"(?:{pattern})" for pattern in valid)) if valid else None
 
 
-def _env_recorder() -> FlightRecorder | None:
+def _env_recorder(limits: Limits | None) -> FlightRecorder | None:
     directory = os.environ.get(RECORDER_DIR_ENV)
     if not directory:
         return None
     from ..recorder import FlightRecorder
 
-    return FlightRecorder(directory)
+    # A replay must judge with the live monitors' ceilings.
+    return FlightRecorder(directory, limits=limits)

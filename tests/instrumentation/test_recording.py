@@ -1,0 +1,145 @@
+"""The flight recorder wired into the instrumentation: from an alert to the trace to the skeleton.
+
+A stream that did not end ``complete`` leaves a redacted skeleton whose id is on its span; the
+skeleton replays to the span's outcome and holds none of the body's content. A recorder that
+fails is contained and counted like every other otelsse failure. Real server on 127.0.0.1, real
+httpx, real SDK, real files (the recorder's own rules are tested in tests/test_recorder.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from otelsse import semconv
+from otelsse.instrumentation import RECORDER_DIR_ENV
+from otelsse.recorder import FlightRecorder, load_recording
+from tests._fixtures import read_fixture
+from tests._otel import Telemetry
+from tests._server import Reply, SSEServer
+
+TOOLS = "real/openai-chat-parallel-tool-calls.sse"
+PATH = "/v1/chat/completions"
+
+
+@pytest.fixture
+def server() -> Iterator[SSEServer]:
+    with SSEServer() as server:
+        yield server
+
+
+def stream(url: str) -> bytes:
+    body = {"model": "gpt-x", "stream": True}
+    with httpx.Client() as client, client.stream("POST", url, json=body) as response:
+        return response.read()
+
+
+def recordings(directory: Path) -> dict[str, Path]:
+    """Recording id -> its file (the id is the file name's last part)."""
+    return {
+        path.stem.rpartition("-")[2]: path
+        for path in directory.iterdir()
+        if path.name.startswith("otelsse-")
+    }
+
+
+def serve_three(server: SSEServer) -> list[str]:
+    """A complete stream, the same one cut at a clean EOF halfway, and a 429."""
+    body = read_fixture(TOOLS)
+    refused = Reply(
+        b'{"error": {"message": "slow down, org-7"}}', 429, "Too Many Requests",
+        "application/json", framing="length", headers=(("retry-after", "3"),),
+    )  # fmt: skip
+    return [
+        server.route(f"/whole{PATH}", Reply(body)),
+        server.route(f"/cut{PATH}", Reply(body, framing="close", cut=len(body) // 2)),
+        server.route(f"/limited{PATH}", refused),
+    ]
+
+
+def test_a_failed_stream_leaves_a_skeleton_named_on_its_span(
+    server: SSEServer, tmp_path: Path
+) -> None:
+    body = read_fixture(TOOLS)
+    otel = Telemetry().install(recorder=FlightRecorder(tmp_path))
+    try:
+        for url in serve_three(server):
+            try:
+                stream(url)
+            except httpx.HTTPError:
+                pass
+        spans = {
+            (span.attributes or {})[semconv.OUTCOME]: dict(span.attributes or {})
+            for span in otel.spans()
+        }
+    finally:
+        otel.uninstall()
+    assert set(spans) == {"complete", "truncated", "rate_limited"}
+    assert semconv.RECORDING_ID not in spans["complete"]  # nothing kept of a good stream
+    found = recordings(tmp_path)
+    assert set(found) == {spans[o][semconv.RECORDING_ID] for o in ("truncated", "rate_limited")}
+    for outcome in ("truncated", "rate_limited"):
+        span = spans[outcome]
+        recording = load_recording(found[str(span[semconv.RECORDING_ID])])
+        assert recording.outcome == outcome
+        replayed = recording.replay()
+        assert replayed.outcome.value == outcome
+        assert replayed.event_count == span[semconv.EVENT_COUNT]
+        assert replayed.bytes_received == span[semconv.BYTES_RECEIVED]
+        assert replayed.tool_call_count == span[semconv.TOOL_CALL_COUNT]
+    assert spans["rate_limited"][semconv.RETRY_AFTER] == 3.0
+    # No content on disk: not the 429's message, the ids, the tool's name or its arguments.
+    on_disk = b"".join(path.read_bytes() for path in found.values())
+    skeletons = b"".join(
+        chunk for path in found.values() for _, chunk in load_recording(path).chunks
+    )
+    for secret in (b"org-7", b"slow down", b"call_fHCjJqt9", b"ASYMbACeb", b"get_current_weather",
+                   b"Boston", b"fp_9b78b61c52"):  # fmt: skip
+        assert secret not in on_disk
+        assert secret not in skeletons
+    cut_recording = load_recording(found[str(spans["truncated"][semconv.RECORDING_ID])])
+    skeleton = b"".join(chunk for _, chunk in cut_recording.chunks)
+    assert len(skeleton) == len(body) // 2  # every byte in place, redacted
+
+
+def test_the_recorder_directory_can_come_from_the_environment(
+    server: SSEServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(RECORDER_DIR_ENV, str(tmp_path / "ring"))
+    otel = Telemetry().install()
+    try:
+        stream(serve_three(server)[1])
+        (span,) = otel.spans()
+    finally:
+        otel.uninstall()
+    recording_id = (span.attributes or {})[semconv.RECORDING_ID]
+    assert set(recordings(tmp_path / "ring")) == {recording_id}
+
+
+def test_a_recorder_that_cannot_write_is_contained_and_counted(
+    server: SSEServer, tmp_path: Path
+) -> None:
+    ring = tmp_path / "ring"
+    recorder = FlightRecorder(ring)
+    ring.rmdir()  # the disk went away under it: every write now fails
+    (ring.parent / "ring").write_bytes(b"not a directory")
+    otel = Telemetry().install(recorder=recorder)
+    try:
+        got = stream(serve_three(server)[1])
+        (span,) = otel.spans()
+        errors = {
+            p.attributes[semconv.INSTRUMENTATION_STAGE]: p.value
+            for p in otel.points(semconv.INSTRUMENTATION_ERRORS.name)
+        }
+    finally:
+        otel.uninstall()
+    body = read_fixture(TOOLS)
+    assert got == body[: len(body) // 2]  # the application's read is untouched
+    attributes = span.attributes or {}
+    assert attributes[semconv.OUTCOME] == "truncated"  # and so is the verdict
+    assert semconv.RECORDING_ID not in attributes
+    assert errors["record"] == 1
+    assert sum(errors.values()) == 1
