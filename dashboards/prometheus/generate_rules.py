@@ -107,13 +107,13 @@ HTTP_ALERTS = (
     # (alert, status matcher, threshold, what it means)
     (
         "OtelsseHTTPServerErrorRateHigh", f'{STATUS}!~"{semconv.SLO_EXCLUDED_STATUS}"', 0.05,
-        "were answered with an HTTP error that is not a 4xx (5xx and the like: the provider, a"
-        " gateway or a proxy failed)",
+        "were answered with an HTTP error that is not a 4xx: 5xx and the like, the provider, a"
+        " gateway or a proxy failing",
     ),
     (
         "OtelsseHTTPClientErrorRateHigh", f'{STATUS}=~"{semconv.SLO_EXCLUDED_STATUS}"', 0.05,
-        "were refused with an HTTP 4xx other than 429 (credentials, permissions, a bad request"
-        " or an unknown model)",
+        "were refused with an HTTP 4xx other than 429: credentials, permissions, a bad request"
+        " or an unknown model",
     ),
 )  # fmt: skip
 #: p95 time to first output above which OtelsseTimeToFirstOutputSlow fires, in seconds.
