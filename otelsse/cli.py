@@ -448,6 +448,16 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _speed(text: str) -> float:
+    value = _positive(float)(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"must be >= 1: {text} (the provider's slowest answers would outlast the clients' "
+            "read timeout and end as timeouts the demo did not deal)"
+        )
+    return float(value)
+
+
 def _positive(kind: type[int] | type[float]) -> Any:
     def parse(text: str) -> int | float:
         try:
@@ -516,7 +526,11 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--concurrency", type=_positive(int), default=4, help="streams at once (4)")
     demo.add_argument("--seed", type=int, default=7, help="the mix of streams is seeded (7)")
     demo.add_argument(
-        "--speed", type=_positive(float), default=1.0, help="divide the provider's delays by this"
+        "--speed",
+        type=_speed,
+        default=1.0,
+        help="divide the provider's delays by this (>= 1: slower answers would outlast the "
+        "clients' read timeout and be counted as timeouts)",
     )
     demo.add_argument(
         "--prometheus-port", type=int, help="expose the metrics for scraping on this port (0: any)"

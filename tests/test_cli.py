@@ -348,6 +348,20 @@ def test_inspect_rejects_a_chunk_size_that_is_not_positive(
     assert f"error: argument --chunk-size: {error}" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [("0.5", "must be >= 1: 0.5"), ("0", "must be > 0: 0"), ("x", "not a number")],
+)
+def test_demo_rejects_a_speed_below_one_before_it_starts(
+    value: str, error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Slower answers would outlast the clients' read timeout: timeouts the demo never dealt."""
+    with pytest.raises(SystemExit) as exited:
+        _run("demo", "--speed", value)
+    assert exited.value.code == EXIT_USAGE
+    assert f"error: argument --speed: {error}" in capsys.readouterr().err
+
+
 def test_inspect_help_lists_the_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["inspect", "--help"])

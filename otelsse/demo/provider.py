@@ -375,7 +375,9 @@ class FakeProvider:
 
     Use as a context manager; ``base_url`` is ``http://host:port``. ``stall`` is how long a
     ``timeout`` stream stays silent before the server gives up on it (longer than any client's
-    read timeout in the demo). ``seed`` makes the answers' lengths and delays repeatable.
+    read timeout in the demo). ``seed`` makes the answers' lengths and delays repeatable: a
+    request that names its job (``x-otelsse-demo-job``) draws from the seed and the job alone,
+    whatever order concurrent requests arrive in.
     """
 
     def __init__(
@@ -391,6 +393,7 @@ class FakeProvider:
         self.port = port
         self.stall = stall
         self._speed = speed
+        self._seed = seed
         self._random = random.Random(seed)
         self._requests = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -514,7 +517,9 @@ class FakeProvider:
             reply = _error_reply(429, "rate_limit_exceeded", "Rate limit reached; retry later.")
             said = [*reply.headers, ("retry-after", "1"), (request_id_header, request_id)]
             return reply._replace(headers=said)
-        rng = self._random
+        job = headers.get(JOB_HEADER)
+        seeded = self._seed is not None and job is not None
+        rng = random.Random(f"{self._seed}/{job}") if seeded else self._random
         path_model = _PATH_MODEL.search(path)
         model = (
             path_model.group(1)

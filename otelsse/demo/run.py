@@ -256,22 +256,6 @@ class ListenError(Exception):
     and the ``OSError``."""
 
 
-class _PerJobProvider(FakeProvider):
-    """The fake provider, drawing each job's answer (its length, its waits, how a cut body is
-    framed) from the seed and the job's number. One sequence shared by every request would hand
-    the draws out in the order requests happen to arrive, which several streams at once make
-    random: the same ``--seed`` must give the same run."""
-
-    def __init__(self, seed: int | None, speed: float) -> None:
-        super().__init__(seed=seed, speed=speed)
-        self._seed = seed
-
-    def _reply(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Any:
-        if self._seed is not None:
-            self._random = random.Random(f"{self._seed}/{headers.get(JOB_HEADER)}")
-        return super()._reply(method, target, headers, body)
-
-
 class _OutcomeByRequestId(SpanExporter):
     """A span exporter that keeps only each stream's outcome, keyed by its request id, until
     the demo asks for it (so memory stays flat in an endless run)."""
@@ -615,7 +599,7 @@ def run_demo(
     started = time.monotonic()
     driver = _Driver(options, telemetry, progress)
     try:
-        with _PerJobProvider(options.seed, options.speed) as provider:
+        with FakeProvider(seed=options.seed, speed=options.speed) as provider:
             out.write(
                 f"otelsse demo: streaming from a fake provider at {provider.base_url} with the "
                 "openai and anthropic SDKs, httpx, httpx2 and requests, instrumented by otelsse"

@@ -158,10 +158,11 @@ def test_every_scenario_through_every_client(
 
 @functools.cache
 def _seed_for(route: str, framing: str) -> int:
-    """A provider seed whose first stream, when truncated, is cut with ``framing``."""
+    """A provider seed whose job 23, when truncated, is cut with ``framing`` (a job's draws
+    follow from the seed and its number alone)."""
     for seed in range(64):
         with FakeProvider(seed=seed, speed=SPEED) as probe:
-            reply = _exchange(probe.port, _stream_request(route, "truncated"))
+            reply = _exchange(probe.port, _stream_request(route, "truncated", job=23))
         if reply.framing == framing:
             return seed
     raise AssertionError(f"no seed in 0..63 truncates {route} with {framing} framing")
@@ -342,7 +343,7 @@ def test_default_scenario_is_complete_or_a_tool_call_when_offered_tools(
 @pytest.mark.parametrize("route", DEFAULT_MODELS)
 def test_both_truncation_framings_end_without_the_terminal(route: str, framing: str) -> None:
     with FakeProvider(seed=_seed_for(route, framing), speed=SPEED) as fresh:
-        reply = _exchange(fresh.port, _stream_request(route, "truncated"))
+        reply = _exchange(fresh.port, _stream_request(route, "truncated", job=23))
     assert (reply.status, reply.framing, reply.last_chunk) == (200, framing, False)
     assert not reply.body.endswith(b"\n\n")  # cut inside an event
     report = _classify(route, reply.body)
