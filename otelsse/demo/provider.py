@@ -52,6 +52,14 @@ EXPECTED_OUTCOME: dict[str, str] = {
     "provider_error": "provider_error",  # an error event inside a 200 stream
     "timeout": "timeout",  # the stream stalls past the client's read timeout
     "rate_limited": "rate_limited",  # HTTP 429, a JSON body and Retry-After, on a streaming route
+    "overloaded": "http_error",  # HTTP 503 (Anthropic's 529): the provider's capacity
+    "unauthorized": "http_error",  # HTTP 401: the caller's credentials
+}
+#: Scenarios the provider answers with an HTTP error before any stream: status and error type.
+HTTP_FAILURES: dict[str, tuple[int, str, str]] = {
+    "rate_limited": (429, "rate_limit_exceeded", "Rate limit reached; retry later."),
+    "overloaded": (503, "overloaded_error", "Overloaded; retry later."),
+    "unauthorized": (401, "authentication_error", "Invalid API key."),
 }
 SCENARIOS: tuple[str, ...] = tuple(EXPECTED_OUTCOME)
 
@@ -513,9 +521,14 @@ class FakeProvider:
         self._requests += 1
         request_id = f"req_demo_{headers.get(JOB_HEADER) or self._requests}"[:40]
         request_id_header = "request-id" if route == "anthropic.messages" else "x-request-id"
-        if scenario == "rate_limited":
-            reply = _error_reply(429, "rate_limit_exceeded", "Rate limit reached; retry later.")
-            said = [*reply.headers, ("retry-after", "1"), (request_id_header, request_id)]
+        if scenario in HTTP_FAILURES:
+            status, kind, message = HTTP_FAILURES[scenario]
+            if status == 503 and route == "anthropic.messages":
+                status = 529  # Anthropic's own "overloaded"
+            reply = _error_reply(status, kind, message)
+            said = [*reply.headers, (request_id_header, request_id)]
+            if status != 401:
+                said.append(("retry-after", "1"))
             return reply._replace(headers=said)
         job = headers.get(JOB_HEADER)
         seeded = self._seed is not None and job is not None
@@ -550,7 +563,10 @@ class FakeProvider:
         )
 
     async def _send(self, writer: asyncio.StreamWriter, reply: _Reply) -> None:
-        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests"}
+        reason = {
+            200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
+            429: "Too Many Requests", 503: "Service Unavailable", 529: "Overloaded",
+        }  # fmt: skip
         lines = [f"HTTP/1.1 {reply.status} {reason[reply.status]}", "connection: close"]
         lines += [f"{name}: {value}" for name, value in reply.headers]
         if reply.status != 200:

@@ -66,7 +66,7 @@ ROUTES: dict[str, tuple[int, tuple[str, ...]]] = {
 }
 #: The mix of endings in every 50 streams: mostly complete, as a healthy-but-imperfect provider.
 SCENARIO_DECK: dict[str, int] = {
-    "complete": 26,
+    "complete": 24,
     "tool_call": 6,
     "tool_call_invalid": 2,
     "incomplete": 3,
@@ -74,6 +74,8 @@ SCENARIO_DECK: dict[str, int] = {
     "provider_error": 4,
     "timeout": 2,
     "rate_limited": 2,
+    "overloaded": 1,
+    "unauthorized": 1,
 }
 
 

@@ -43,10 +43,12 @@ import openai
 import pytest
 
 from otelsse import StreamMonitor, semconv
+from otelsse._core.http import stream_violation
 from otelsse.demo.provider import (
     ANSWER,
     DEFAULT_MODELS,
     EXPECTED_OUTCOME,
+    HTTP_FAILURES,
     JOB_HEADER,
     SCENARIO_HEADER,
     SCENARIOS,
@@ -310,7 +312,26 @@ def test_a_request_it_cannot_serve_is_a_400_json_error(
     assert json.loads(reply.body)["error"]["type"] == "invalid_request_error"
 
 
-@pytest.mark.parametrize("scenario", ["complete", "rate_limited"])
+@pytest.mark.parametrize("scenario", list(HTTP_FAILURES))
+@pytest.mark.parametrize("route", DEFAULT_MODELS)
+def test_http_failures_answer_with_their_status_and_retry_advice(
+    provider: FakeProvider, route: str, scenario: str
+) -> None:
+    reply = _exchange(provider.port, _stream_request(route, scenario, job=7))
+    status = HTTP_FAILURES[scenario][0]
+    assert reply.status == (529 if (status, route) == (503, "anthropic.messages") else status)
+    assert reply.headers["content-type"] == "application/json"
+    # A quota or an overload says when to come back; bad credentials do not.
+    assert ("retry-after" in reply.headers) is (status != 401)
+    # and otelsse, at the headers, tells the quota from the other failures
+    monitor = StreamMonitor(route)
+    violation = stream_violation(reply.status, reply.headers["content-type"])
+    assert violation is not None
+    monitor.refuse(violation)
+    assert monitor.close().outcome.value == EXPECTED_OUTCOME[scenario]
+
+
+@pytest.mark.parametrize("scenario", ["complete", *HTTP_FAILURES])
 @pytest.mark.parametrize("route", DEFAULT_MODELS)
 def test_request_id_header_is_named_per_route(
     provider: FakeProvider, route: str, scenario: str
@@ -385,7 +406,7 @@ def test_stopping_ends_a_stalled_stream_in_flight() -> None:
         for route in DEFAULT_MODELS
         for scenario in SCENARIOS
         # these end on the network (a cut, a stall, a status), not in the body
-        if scenario not in ("truncated", "timeout", "rate_limited")
+        if scenario not in ("truncated", "timeout", *HTTP_FAILURES)
         and (route, scenario) not in UNSUPPORTED
     ],
 )
