@@ -14,6 +14,8 @@ import dataclasses
 import json
 import random
 import re
+import subprocess
+import sys
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -769,3 +771,24 @@ def test_the_documented_vocabulary_is_the_recorders() -> None:
         assert words == rules.words, route
         assert numbers == rules.numbers | rules.usage, route
         assert ids == rules.ids, route
+
+
+def test_otelsse_inspect_replays_a_recording_to_its_live_verdict(tmp_path: Path) -> None:
+    """End to end: a stream cut inside a tool call, recorded, then ``otelsse inspect FILE``."""
+    body = read_fixture("real/anthropic-text-and-two-tool-use.sse")
+    cut = body.index(b"input_json_delta") + 60
+    live = _record(tmp_path, body[:cut], "auto", CHUNKINGS["random"], error="transport")
+    assert live.recording is not None
+    (path,) = _recordings(tmp_path)
+    run = subprocess.run(
+        [sys.executable, "-m", "otelsse", "inspect", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    verdict, replay = run.stdout.splitlines()[:2]
+    assert run.returncode == 1, run.stderr
+    assert verdict.startswith("truncated: ")
+    assert (
+        replay == f"replay: matches the live outcome (truncated) of recording {live.recording.id}"
+    )
