@@ -150,6 +150,9 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         genai_span: GenAISpan = "beside",
         recorder: FlightRecorder | None = None,
     ) -> None:
+        if recorder is not None and recorder.limits != (limits or Limits()):
+            # A replay judges with the recorder's limits: a buffer_limit would not replay.
+            _LOG.warning("otelsse: the recorder's limits differ from instrument()'s limits")
         if genai_span not in get_args(GenAISpan):
             raise ValueError(f"genai_span must be one of {get_args(GenAISpan)}, not {genai_span!r}")
         settings = Settings(

@@ -10,13 +10,16 @@ in ``semconv`` breaks every query that used the old name.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from otelsse import semconv
 from otelsse.semconv import prometheus_label, prometheus_series
 
 __all__ = [
     "EXPORTED",
+    "GENAI_EXPORTED",
     "TARGET_LABELS",
+    "exported",
     "label_names",
     "metric_names",
     "prometheus_label",
@@ -31,17 +34,20 @@ TARGET_LABELS = frozenset(
 )
 
 
-def _exported() -> dict[str, frozenset[str]]:
-    exported: dict[str, frozenset[str]] = {}
-    for spec in semconv.METRICS:
+def exported(specs: Iterable[semconv.MetricSpec]) -> dict[str, frozenset[str]]:
+    """The series names Prometheus stores for ``specs``, with the label names each may carry."""
+    found: dict[str, frozenset[str]] = {}
+    for spec in specs:
         labels = TARGET_LABELS | {prometheus_label(a) for a in spec.attributes}
         for series in prometheus_series(spec):
-            exported[series] = labels | {"le"} if series.endswith("_bucket") else labels
-    return exported
+            found[series] = labels | {"le"} if series.endswith("_bucket") else labels
+    return found
 
 
 #: Every otelsse series name Prometheus stores, with the label names it may carry.
-EXPORTED: dict[str, frozenset[str]] = _exported()
+EXPORTED: dict[str, frozenset[str]] = exported(semconv.METRICS)
+#: The GenAI client metrics' series, both name sets (``OTEL_SEMCONV_STABILITY_OPT_IN``).
+GENAI_EXPORTED: dict[str, frozenset[str]] = exported(semconv.GENAI_METRICS)
 
 # PromQL words that look like identifiers but are not metric names.
 _KEYWORDS = frozenset(

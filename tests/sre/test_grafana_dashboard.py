@@ -46,20 +46,10 @@ from tests.sre._promql import label_names, metric_names, substitute_grafana_vari
 from ._tools import load_script, promtool
 from .test_gate_metrics import GATE_EXPORTED, GEN
 
-
-def _genai_exported() -> dict[str, frozenset[str]]:
-    """The GenAI client metrics' series, both name sets (``_promql.EXPORTED`` has otelsse's)."""
-    exported = {}
-    for spec in semconv.GENAI_METRICS:
-        labels = _promql.TARGET_LABELS | {_promql.prometheus_label(a) for a in spec.attributes}
-        for series in _promql.prometheus_series(spec):
-            exported[series] = labels | {"le"} if series.endswith("_bucket") else labels
-    return exported
-
-
-GENAI_EXPORTED = _genai_exported()
 #: Every series otelsse exports: the streams', the GenAI client metrics and the tool gate's.
-EXPORTED: dict[str, frozenset[str]] = {**_promql.EXPORTED, **GENAI_EXPORTED, **GATE_EXPORTED}
+EXPORTED: dict[str, frozenset[str]] = {
+    **_promql.EXPORTED, **_promql.GENAI_EXPORTED, **GATE_EXPORTED,
+}  # fmt: skip
 GATE_CALLS = "otelsse_gate_calls_total"
 
 ROOT = Path(__file__).resolve().parents[2]

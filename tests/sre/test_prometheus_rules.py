@@ -40,10 +40,11 @@ from . import _promql
 from ._promql import label_names, metric_names
 from ._tools import load_script, promtool
 from .test_gate_metrics import GATE_EXPORTED, GEN
-from .test_grafana_dashboard import GENAI_EXPORTED
 
 #: Every series otelsse exports: the streams', the GenAI client metrics and the tool gate's.
-EXPORTED: dict[str, frozenset[str]] = {**_promql.EXPORTED, **GENAI_EXPORTED, **GATE_EXPORTED}
+EXPORTED: dict[str, frozenset[str]] = {
+    **_promql.EXPORTED, **_promql.GENAI_EXPORTED, **GATE_EXPORTED,
+}  # fmt: skip
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES_DIR = ROOT / "dashboards" / "prometheus"
