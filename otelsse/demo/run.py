@@ -374,8 +374,8 @@ class Summary:
     """What the run produced: stream counts and latency from the exported metrics."""
 
     streams: dict[str, dict[str, int]]  # route -> outcome -> count (from otelsse.streams)
-    time_to_first_event_p50: float | None
-    time_to_first_event_p95: float | None
+    time_to_first_output_p50: float | None
+    time_to_first_output_p95: float | None
     tool_calls_valid: int
     tool_calls_invalid: int
     app_errors: int  # streams where the application's client raised
@@ -416,7 +416,7 @@ def summarize(
     reader: InMemoryMetricReader, driver: _Driver, elapsed: float, options: DemoOptions
 ) -> Summary:
     streams: dict[str, dict[str, int]] = {}
-    bounds: tuple[float, ...] = semconv.STREAM_TIME_TO_FIRST_EVENT.buckets or ()
+    bounds: tuple[float, ...] = semconv.STREAM_TIME_TO_FIRST_OUTPUT.buckets or ()
     buckets = [0] * (len(bounds) + 1)
     tool_calls = Counter[bool]()
     data = reader.get_metrics_data()
@@ -426,7 +426,7 @@ def summarize(
                 for point in metric.data.data_points:
                     attributes = point.attributes or {}
                     if isinstance(point, HistogramDataPoint):
-                        if metric.name == semconv.STREAM_TIME_TO_FIRST_EVENT.name:
+                        if metric.name == semconv.STREAM_TIME_TO_FIRST_OUTPUT.name:
                             assert tuple(point.explicit_bounds) == bounds
                             counts = zip(buckets, point.bucket_counts, strict=True)
                             buckets = [a + b for a, b in counts]
@@ -443,8 +443,8 @@ def summarize(
                             tool_calls[bool(valid)] += int(point.value)
     return Summary(
         streams={route: outcomes for route, outcomes in sorted(streams.items())},
-        time_to_first_event_p50=histogram_quantile(0.5, bounds, buckets),
-        time_to_first_event_p95=histogram_quantile(0.95, bounds, buckets),
+        time_to_first_output_p50=histogram_quantile(0.5, bounds, buckets),
+        time_to_first_output_p95=histogram_quantile(0.95, bounds, buckets),
         tool_calls_valid=tool_calls[True],
         tool_calls_invalid=tool_calls[False],
         app_errors=driver.app_errors,
@@ -475,8 +475,8 @@ def print_summary(summary: Summary, out: TextIO) -> None:
         f"({truncated} of {summary.total} streams)\n"
         f"failed streams         {summary.failure_rate:.1%} "
         "(the outcomes that set the span status to ERROR)\n"
-        f"time to first event    p50 {_seconds(summary.time_to_first_event_p50)}, "
-        f"p95 {_seconds(summary.time_to_first_event_p95)} "
+        f"time to first output   p50 {_seconds(summary.time_to_first_output_p50)}, "
+        f"p95 {_seconds(summary.time_to_first_output_p95)} "
         "(from the histogram, as Prometheus' histogram_quantile estimates it)\n"
         f"tool calls             {summary.tool_calls_valid} valid, "
         f"{summary.tool_calls_invalid} invalid\n"

@@ -287,9 +287,9 @@ def test_run_demo_counts_the_planned_outcomes_per_route(demo_run: DemoRun) -> No
         scenarios["tool_call"],
         scenarios["tool_call_invalid"],
     )
-    assert summary.time_to_first_event_p50 is not None
-    assert summary.time_to_first_event_p95 is not None
-    assert summary.time_to_first_event_p50 <= summary.time_to_first_event_p95
+    assert summary.time_to_first_output_p50 is not None
+    assert summary.time_to_first_output_p95 is not None
+    assert summary.time_to_first_output_p50 <= summary.time_to_first_output_p95
 
 
 def test_run_demo_counts_what_the_application_saw(demo_run: DemoRun) -> None:
@@ -360,8 +360,8 @@ def test_run_demo_shows_its_speed_and_pace(demo_run: DemoRun, faster_run: DemoRu
 def _summary(outcomes: dict[str, int], app_errors: int, silent_failures: int) -> Summary:
     return Summary(
         streams={"openai.chat_completions": outcomes},
-        time_to_first_event_p50=None,
-        time_to_first_event_p95=None,
+        time_to_first_output_p50=None,
+        time_to_first_output_p95=None,
         tool_calls_valid=0,
         tool_calls_invalid=0,
         app_errors=app_errors,

@@ -239,16 +239,16 @@ def test_the_summary_counts_equal_what_prometheus_scraped(run: Any) -> None:
 
 
 @pytest.mark.parametrize("q", [0.5, 0.95])
-def test_the_summary_time_to_first_event_quantiles_equal_prometheus_histogram_quantile(
+def test_the_summary_time_to_first_output_quantiles_equal_prometheus_histogram_quantile(
     run: Any, q: float
 ) -> None:
     prometheus, summary, _ = run
     expr = (
-        f"histogram_quantile({q}, sum by (le) (otelsse_stream_time_to_first_event_seconds_bucket))"
+        f"histogram_quantile({q}, sum by (le) (otelsse_stream_time_to_first_output_seconds_bucket))"
     )
     value = prometheus.value(expr)
     assert math.isfinite(value)
-    assert value == pytest.approx(summary[f"time_to_first_event_p{round(q * 100)}"], rel=1e-9)
+    assert value == pytest.approx(summary[f"time_to_first_output_p{round(q * 100)}"], rel=1e-9)
 
 
 # -- the dashboards -------------------------------------------------------------------------
