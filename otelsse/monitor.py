@@ -275,14 +275,8 @@ class StreamMonitor:
                 self._started_at = now
         if not events:
             return events
-        outputs = self._state.output_deltas
-        events = self._dispatch(events)
-        if now is not None and events:
-            self._clock(now, self._state.output_deltas > outputs)
-        return events
-
-    def _dispatch(self, events: list[SSEEvent]) -> list[SSEEvent]:
-        """Judge ``events`` in order; return those judged (parsing may stop at one of them)."""
+        state = self._state
+        outputs = state.output_deltas
         max_events = self._max_events
         usable = len(events)
         breached = max_events is not None and self.event_count + usable > max_events
@@ -292,9 +286,10 @@ class StreamMonitor:
             usable = max_events - self.event_count
             events = events[:usable]
         self.event_count += usable
-        on_event, state, adapter = self._on_event, self._state, self._adapter
+        on_event, adapter = self._on_event, self._adapter
         # Only the enforcing reader stops at the route's end: observe mode pays nothing.
         stop_at_end = self._stop_at_end and not adapter.resolved().ended
+        handled = 0
         for handled, event in enumerate(events, 1):
             state.event = event
             try:
@@ -305,14 +300,18 @@ class StreamMonitor:
                 # A route's ceiling stops parsing at this event, as if the read ended here:
                 # the events after it are not judged, however the bytes were chunked.
                 self._parser.stop(state.limit_stage, events_used=handled)
-                self.event_count -= usable - handled
-                return events[:handled]
+                break
             if stop_at_end and adapter.resolved().ended:
                 self._parser.end_after(handled)
-                self.event_count -= usable - handled
-                return events[:handled]
-        if breached:
-            self._parser.stop("events", events_used=usable + 1)
+                break
+        else:
+            if breached:
+                self._parser.stop("events", events_used=usable + 1)
+        if handled < usable:
+            self.event_count -= usable - handled
+            events = events[:handled]
+        if now is not None and events:
+            self._clock(now, state.output_deltas > outputs)
         return events
 
     def _clock(self, now: float, output: bool) -> None:

@@ -126,7 +126,7 @@ def genai_neighbour(span: Span) -> tuple[str, frozenset[str]] | None:
     attributes = getattr(span, "attributes", None) if span.is_recording() else None
     if not attributes or not any(mark in attributes for mark in _GENAI_MARKS):
         return None
-    scope = getattr(getattr(span, "instrumentation_scope", None), "name", None) or ""
+    scope = getattr(getattr(span, "instrumentation_scope", None), "name", None) or "unknown"
     if scope == semconv.SCOPE_NAME:
         return None
     known = semconv.NEIGHBOURS.get(scope)
@@ -142,6 +142,7 @@ class Watch:
         "context",
         "expects_sse",
         "neighbour",
+        "neighbour_scope",
         "owned",
         "pid",
         "request_model",
@@ -175,11 +176,13 @@ class Watch:
         self.context: Context = otel_context.get_current()
         # Another instrumentation's GenAI span around this call (openai-v2, anthropic's own).
         self.neighbour: Span | None = None
+        self.neighbour_scope = ""
         self.owned: frozenset[str] = frozenset()
         parent = trace.get_current_span(self.context)
         found = genai_neighbour(parent)
         if found is not None:
-            self.neighbour, self.owned = parent, found[1]
+            self.neighbour = parent
+            self.neighbour_scope, self.owned = found
         self.span: Span | None = None
         if expects_sse:
             self.span = settings.telemetry.start_span(self._server_attributes())
@@ -198,8 +201,7 @@ class Watch:
         if self.request_model is not None:
             attributes[s.GEN_AI_REQUEST_MODEL] = self.request_model[: s.MAX_IDENTIFIER_CHARS]
         if self.neighbour is not None:
-            scope = getattr(getattr(self.neighbour, "instrumentation_scope", None), "name", "")
-            attributes[s.GENAI_NEIGHBOUR] = scope[: s.MAX_CODE_CHARS]
+            attributes[s.GENAI_NEIGHBOUR] = self.neighbour_scope[: s.MAX_CODE_CHARS]
         url = self.url
         if url.host:
             attributes[semconv.SERVER_ADDRESS] = url.host
