@@ -1,0 +1,325 @@
+"""ASGI middleware: the ``otelsse.stream`` span and metrics for the SSE streams an app serves.
+
+    request ──> OtelSSEMiddleware ──> app            (receive passes through; the body is scanned
+                                                       for ``model`` only as the app reads it)
+    app ──> http.response.start (text/event-stream) ──> a span and a StreamMonitor
+    app ──> http.response.body ──> the monitor, after the server took it
+    end, exactly once: the last body (the monitor's verdict), http.disconnect or a failed send
+    (``cancelled``), or the app raising (the stream was cut)
+
+Pure ASGI, no framework: Starlette, FastAPI and sse-starlette apps, and the proxy's inbound side,
+all speak it. Observing never alters: every message, exception and the receive channel pass
+through unchanged, and a failure of otelsse is counted in ``otelsse.instrumentation.errors``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import Span, SpanKind, TracerProvider
+
+from . import semconv
+from ._core.http import is_event_stream
+from .instrumentation._client import request_fields, stream_error
+from .instrumentation._content import (
+    ContentDecoder,
+    CorruptContent,
+    UnsupportedEncoding,
+    content_decoder,
+)
+from .instrumentation._observer import _decoded_piece
+from .monitor import Limits, Outcome, StreamError, StreamMonitor, StreamReport
+from .routes import AUTO, Request, Route, match_route
+from .telemetry import CallFacts, MetricAttributes, Telemetry
+
+__all__ = ["ASGIApp", "OtelSSEMiddleware"]
+
+Message = MutableMapping[str, Any]
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+# What is kept of the request body between two reads: enough for a ``"model": "..."`` pair cut
+# across them (256 characters, each at most a 6-byte JSON escape), never the body itself.
+_CARRY = 2048
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class OtelSSEMiddleware:
+    """Wrap an ASGI app; every ``text/event-stream`` response it sends gets one ``otelsse.stream``
+    span and the stream metrics, as the in-process instrumentation gives them.
+
+    Args:
+        app: the ASGI application.
+        tracer_provider, meter_provider: None for the global providers.
+        limits: the monitor's ceilings per stream (``Limits()`` by default).
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        self.app = app
+        self.telemetry = Telemetry(tracer_provider, meter_provider)
+        self.limits = Limits() if limits is None else limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            exchange = _Exchange(self, scope)
+        except Exception as exc:
+            self.telemetry.count_error(exc, "send")
+            await self.app(scope, receive, send)
+            return
+        await exchange.run(receive, send)
+
+
+class _Exchange:
+    """One request: its route, the model it names, and its stream once the app answers SSE."""
+
+    __slots__ = (
+        "_app",
+        "_broken",
+        "_carry",
+        "_decoder",
+        "_ended",
+        "_host",
+        "_kind",
+        "_limits",
+        "_model",
+        "_monitor",
+        "_parent",
+        "_port",
+        "_route",
+        "_scope",
+        "_span",
+        "_start_time",
+        "_started_at",
+        "_status",
+        "_telemetry",
+    )
+
+    def __init__(self, middleware: OtelSSEMiddleware, scope: Scope) -> None:
+        self._app = middleware.app
+        self._scope = scope
+        self._telemetry = middleware.telemetry
+        self._limits = middleware.limits
+        self._started_at = time.perf_counter()
+        self._start_time = time.time_ns()
+        headers = _headers(scope)
+        # server.address and server.port: what the client asked for (its Host), as on the client
+        # side; the socket's own address only when the request names none.
+        authority = headers.get("host", "")
+        host, _, port = authority.rpartition(":")
+        if not host or not port.isdigit():  # no port (an IPv6 literal's colons are not one)
+            host, port = authority, ""
+        self._host = host.lower()
+        self._port: int | None = int(port) if port else _DEFAULT_PORTS.get(str(scope.get("scheme")))
+        if not authority and scope.get("server"):
+            self._host, self._port = str(scope["server"][0]), scope["server"][1]
+        raw_path = scope.get("raw_path")
+        path = raw_path.decode("latin-1") if raw_path else scope.get("path", "")
+        query = scope.get("query_string", b"").decode("latin-1")
+        method = scope.get("method", "GET").upper()
+        self._route: type[Route] | None = match_route(
+            Request(method, self._host.strip("[]"), path, query)
+        )
+        # An HTTP server instrumentation around this middleware (opentelemetry-instrumentation-
+        # asgi) already made the SERVER span of this request: the stream is observed inside it.
+        # Otherwise this span is the request's only one here, and continues the caller's trace.
+        current = otel_context.get_current()
+        local = trace.get_current_span(current).get_span_context()
+        if local.is_valid and not local.is_remote:
+            self._parent, self._kind = current, SpanKind.INTERNAL
+        else:
+            self._parent, self._kind = propagate.extract(headers, context=current), SpanKind.SERVER
+        self._carry: bytes | None = b"" if self._route is not None else None
+        self._model: str | None = None
+        self._span: Span | None = None
+        self._decoder: ContentDecoder | None = None
+        self._monitor: StreamMonitor | None = None
+        self._status: int | None = None
+        self._broken = False
+        self._ended = False
+
+    async def run(self, receive: Receive, send: Send) -> None:
+        async def observed_receive() -> Message:
+            message = await receive()
+            try:
+                self._received(message)
+            except Exception as exc:
+                self._telemetry.count_error(exc, "feed")
+            return message
+
+        async def observed_send(message: Message) -> None:
+            try:
+                await send(message)
+            except BaseException:
+                # The server could not deliver: the client is gone.
+                self._end("cancelled")
+                raise
+            try:
+                self._sent(message)
+            except Exception as exc:
+                self._broken = True
+                self._telemetry.count_error(exc, "feed")
+
+        try:
+            await self._app(self._scope, observed_receive, observed_send)
+        except BaseException as exc:
+            self._end(stream_error(exc))
+            raise
+        # The app returned without its last body message: the server cuts the response.
+        self._end("transport")
+
+    def _received(self, message: Message) -> None:
+        kind = message.get("type")
+        if kind == "http.disconnect":
+            self._end("cancelled")
+        elif kind == "http.request" and self._carry is not None:
+            # Only the app's own reads pass here: the body is never read for otelsse.
+            window = self._carry + bytes(message.get("body", b""))
+            model = request_fields(window).model
+            if model is not None:
+                self._model, self._carry = model, None
+            else:
+                self._carry = window[-_CARRY:] if message.get("more_body") else None
+
+    def _sent(self, message: Message) -> None:
+        kind = message.get("type")
+        if kind == "http.response.start":
+            self._start(message)
+        elif kind == "http.response.body" and self._monitor is not None and not self._ended:
+            body = message.get("body", b"")
+            if body and not self._broken:
+                if self._decoder is None:
+                    self._monitor.feed(bytes(body), time.perf_counter())
+                else:
+                    try:
+                        self._decoder.write(bytes(body))
+                    except CorruptContent:
+                        # The app's body is not valid in its coding: its client fails there too.
+                        self._end("transport")
+            if not message.get("more_body", False):
+                self._end(None)
+
+    def _start(self, message: Message) -> None:
+        headers = _headers(message)
+        content_type = headers.get("content-type")
+        if not is_event_stream(content_type) or self._ended:
+            return
+        route = AUTO if self._route is None else self._route.full_name()
+        self._status = int(message["status"])
+        self._monitor = StreamMonitor(route, limits=self._limits, started_at=self._started_at)
+        self._span = self._telemetry.tracer.start_span(
+            semconv.SPAN_NAME,
+            context=self._parent,
+            kind=self._kind,
+            attributes={semconv.ROUTE: route, **self._attributes()},
+            start_time=self._start_time,
+        )
+        self._telemetry.stream_started(self._active())
+        try:
+            self._decoder = content_decoder(
+                headers.get("content-encoding"), self._feed_decoded, _decoded_piece(self._limits)
+            )
+        except UnsupportedEncoding as exc:
+            # Counted, and the stream reported as internal_error: its body cannot be judged.
+            self._telemetry.count_error(exc, "content_encoding")
+            self._broken = True
+
+    def _feed_decoded(self, piece: bytes) -> None:
+        assert self._monitor is not None
+        self._monitor.feed(piece, time.perf_counter())
+
+    def _attributes(self) -> dict[str, Any]:
+        s = semconv
+        attributes: dict[str, Any] = {}
+        route = self._route
+        if route is not None:
+            if route.provider is not None:
+                attributes[s.GEN_AI_PROVIDER_NAME] = route.provider
+            if route.operation is not None:
+                attributes[s.GEN_AI_OPERATION_NAME] = route.operation
+        if self._model is not None:
+            attributes[s.GEN_AI_REQUEST_MODEL] = self._model[: s.MAX_IDENTIFIER_CHARS]
+        if self._host:
+            attributes[s.SERVER_ADDRESS] = self._host[: s.MAX_IDENTIFIER_CHARS]
+        if self._port is not None:
+            attributes[s.SERVER_PORT] = self._port
+        attributes[s.HTTP_RESPONSE_STATUS_CODE] = self._status
+        return attributes
+
+    def _active(self) -> MetricAttributes:
+        assert self._monitor is not None
+        active: MetricAttributes = {semconv.ROUTE: self._monitor.route}
+        if self._host:
+            active[semconv.SERVER_ADDRESS] = self._host[: semconv.MAX_IDENTIFIER_CHARS]
+        return active
+
+    def _end(self, error: StreamError | None) -> None:
+        """End the stream, if one is observed: None at its last body. Only the first call counts.
+        Never raises: it runs where the app's own exception is on its way out."""
+        try:
+            self._close(error)
+        except Exception as exc:
+            self._telemetry.count_error(exc, "finish")
+
+    def _close(self, error: StreamError | None) -> None:
+        monitor, span = self._monitor, self._span
+        if self._ended or monitor is None or span is None:
+            self._ended = True
+            return
+        self._ended = True
+        telemetry = self._telemetry
+        try:
+            report = monitor.close(time.perf_counter(), error=error)
+            if self._broken:
+                report = StreamReport(route=report.route, outcome=Outcome.INTERNAL_ERROR)
+        except Exception as exc:
+            telemetry.count_error(exc, "finish")
+            report = StreamReport(route=monitor.route, outcome=Outcome.INTERNAL_ERROR)
+        attributes = self._attributes()
+        # Independent steps: one failing must not leave the span open or the stream active.
+        try:
+            telemetry.end_span(span, report, attributes)
+        except Exception as exc:
+            telemetry.count_error(exc, "end_span")
+            if span.is_recording():
+                span.set_attribute(semconv.OUTCOME, Outcome.INTERNAL_ERROR.value)
+                span.end()
+        try:
+            telemetry.stream_finished(self._active())
+        except Exception as exc:
+            telemetry.count_error(exc, "stream_finished")
+        call = CallFacts(
+            server_address=attributes.get(semconv.SERVER_ADDRESS),
+            request_model=self._model,
+            status_code=self._status,
+            context=trace.set_span_in_context(span, self._parent),
+        )
+        try:
+            telemetry.record_metrics(report, call)
+        except Exception as exc:
+            telemetry.count_error(exc, "record_metrics")
+
+
+def _headers(holder: Message) -> dict[str, str]:
+    """A scope's or a response start's headers by lower-case name (a repeated header: its last
+    value)."""
+    return {
+        bytes(name).decode("latin-1").lower(): bytes(value).decode("latin-1")
+        for name, value in holder.get("headers", ())
+    }
