@@ -3,6 +3,8 @@
 The app streams the recorded fixtures with Starlette's ``StreamingResponse`` and sse-starlette's
 ``EventSourceResponse``; a real OpenTelemetry SDK collects the spans and metric points. One server
 serves the whole module: each test mounts its own app (with or without the middleware) on it.
+What a socket cannot make happen on cue (a body cut at a chosen byte, a ``send`` that raises) is
+driven by calling the middleware directly, as an ASGI server would (``_call``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 import socket
 import threading
 import time
+import uuid
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,12 +33,12 @@ from starlette.routing import Route
 
 from otelsse import asgi, semconv
 from otelsse.asgi import ASGIApp, OtelSSEMiddleware
-from otelsse.monitor import StreamMonitor
+from otelsse.monitor import Limits, StreamMonitor
 from otelsse.telemetry import Telemetry as OtelsseTelemetry
 
 from ._fixtures import read_fixture
 from ._helpers import event_ends, sse_events
-from ._otel import Telemetry
+from ._otel import Telemetry, attribute_values
 
 #: Upper bound for waiting on the server's side of an exchange (never a measured duration).
 MAX_WAIT = 30.0
@@ -145,21 +148,34 @@ def server() -> Iterator[_Server]:
 
 
 @pytest.fixture
-def otel(server: _Server) -> Iterator[Telemetry]:
-    """The middleware mounted on the server with a fresh SDK; the bare app again afterwards."""
+def sdk() -> Iterator[Telemetry]:
+    """A real OpenTelemetry SDK, in memory."""
     telemetry = Telemetry()
-    server.mount.app = OtelSSEMiddleware(
-        APP,
-        tracer_provider=telemetry.tracer_provider,
-        meter_provider=telemetry.meter_provider,
-    )
-    server.mount.raised.clear()
     try:
         yield telemetry
     finally:
-        server.mount.app = APP
         telemetry.tracer_provider.shutdown()
         telemetry.meter_provider.shutdown()
+
+
+def _middleware(telemetry: Telemetry, **options: Any) -> OtelSSEMiddleware:
+    return OtelSSEMiddleware(
+        APP,
+        tracer_provider=telemetry.tracer_provider,
+        meter_provider=telemetry.meter_provider,
+        **options,
+    )
+
+
+@pytest.fixture
+def otel(server: _Server, sdk: Telemetry) -> Iterator[Telemetry]:
+    """The middleware mounted on the server; the bare app again afterwards."""
+    server.mount.app = _middleware(sdk)
+    server.mount.raised.clear()
+    try:
+        yield sdk
+    finally:
+        server.mount.app = APP
 
 
 def _wait(condition: Callable[[], object], what: str) -> None:
@@ -382,9 +398,10 @@ def test_non_sse_response_is_untouched(server: _Server, otel: Telemetry) -> None
     assert otel.nonzero_outcomes() == {}
 
 
-def _call(app: ASGIApp, parts: list[bytes]) -> list[dict[str, Any]]:
+def _call(app: ASGIApp, parts: list[bytes], lost: OSError | None = None) -> list[dict[str, Any]]:
     """One chat request straight through ``app``, its body handed over in ``parts``; what the
-    app sent."""
+    app sent. With ``lost``, the server's ``send`` raises it at the second body message, as a
+    server does for a client that is gone."""
     scope = {
         "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
         "method": "POST", "scheme": "http", "path": "/v1/chat/completions",
@@ -405,43 +422,72 @@ def _call(app: ASGIApp, parts: list[bytes]) -> list[dict[str, Any]]:
         raise AssertionError
 
     async def send(message: dict[str, Any]) -> None:
+        if lost is not None and len(sent) == 2:
+            raise lost
         sent.append(message)
 
     anyio.run(app, scope, receive, send)
     return sent
 
 
-def test_model_cut_across_body_messages() -> None:
+def test_model_cut_across_body_messages(sdk: Telemetry) -> None:
     """Wherever the server cuts the body, the model is found, and the app reads it whole."""
-    telemetry = Telemetry()
-    middleware = OtelSSEMiddleware(
-        APP, tracer_provider=telemetry.tracer_provider, meter_provider=telemetry.meter_provider
-    )
+    middleware = _middleware(sdk)
     body = _body("gpt-cut", padding=100)
     start = body.index(b'"model"')
     for cut in range(start, len(body)):
         sent = _call(middleware, [body[:cut], body[cut:]])
         assert (b"x-body-bytes", str(len(body)).encode()) in sent[0]["headers"]
-    models = [(s.attributes or {}).get(semconv.GEN_AI_REQUEST_MODEL) for s in telemetry.spans()]
+    models = [(s.attributes or {}).get(semconv.GEN_AI_REQUEST_MODEL) for s in sdk.spans()]
     assert models == ["gpt-cut"] * (len(body) - start)
-    telemetry.tracer_provider.shutdown()
-    telemetry.meter_provider.shutdown()
 
 
-def test_inside_a_server_span_the_stream_span_is_its_child() -> None:
+def test_inside_a_server_span_the_stream_span_is_its_child(sdk: Telemetry) -> None:
     """Under an HTTP server instrumentation's span, otelsse adds no second SERVER span."""
-    telemetry = Telemetry()
-    middleware = OtelSSEMiddleware(
-        APP, tracer_provider=telemetry.tracer_provider, meter_provider=telemetry.meter_provider
-    )
-    tracer = telemetry.tracer_provider.get_tracer("server")
+    middleware = _middleware(sdk)
+    tracer = sdk.tracer_provider.get_tracer("server")
     with tracer.start_as_current_span("POST", kind=SpanKind.SERVER) as outer:
         sent = _call(middleware, [_body()])
     assert sent[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
-    span = telemetry.stream_span()
+    span = sdk.stream_span()
     assert span.kind is SpanKind.INTERNAL
     assert span.parent is not None
     assert span.parent.span_id == outer.get_span_context().span_id
     assert (span.attributes or {})[semconv.OUTCOME] == "complete"
-    telemetry.tracer_provider.shutdown()
-    telemetry.meter_provider.shutdown()
+
+
+def test_send_failing_is_cancelled_and_its_error_goes_on(sdk: Telemetry) -> None:
+    lost = OSError("the client is gone")
+    with pytest.raises(OSError, match="the client is gone") as raised:
+        _call(_middleware(sdk), [_body()], lost)
+    assert raised.value is lost
+    assert (sdk.stream_span().attributes or {})[semconv.OUTCOME] == "cancelled"
+    assert sdk.active_streams() == 0
+
+
+def test_limits_bound_the_monitor(sdk: Telemetry) -> None:
+    """An event past ``Limits.max_event_bytes`` stops the parser; the app's stream goes on."""
+    sent = _call(_middleware(sdk, limits=Limits(max_event_bytes=64)), [_body()])
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    assert body == read_fixture("real/openai-chat-text.sse")
+    assert (sdk.stream_span().attributes or {})[semconv.OUTCOME] == "buffer_limit"
+
+
+def test_no_content_in_telemetry(server: _Server, otel: Telemetry) -> None:
+    """Markers in the body's messages, the query string and the credentials reach no span or
+    metric point; the stream's own text neither."""
+    marker = f"canary-{uuid.uuid4()}"
+    body = json.dumps(
+        {"messages": [{"role": "user", "content": marker}], "stream": True, "model": "gpt-test"}
+    ).encode()
+    headers = {"x-fixture": "real/openai-chat-text.sse", "authorization": f"Bearer {marker}"}
+    _both(server, otel, f"/v1/chat/completions?key={marker}", headers, body)
+    _stream_span(otel)
+    texts = attribute_values(otel.spans(None))
+    texts += [f"{k}={v}" for p in otel.points() for k, v in p.attributes.items()]
+    assert not [text for text in texts if marker in text]
+    said = [data for _, data in sse_events(read_fixture("real/openai-chat-text.sse"))]
+    content = [json.loads(d)["choices"][0]["delta"].get("content") for d in said[:-1]]
+    words = {word for text in content if text for word in text.split() if len(word) > 3}
+    assert words
+    assert not [text for text in texts for word in words if word in text]
