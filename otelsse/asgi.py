@@ -32,7 +32,7 @@ from .instrumentation._content import (
     UnsupportedEncoding,
     content_decoder,
 )
-from .instrumentation._observer import _decoded_piece
+from .instrumentation._observer import decoded_piece
 from .monitor import Limits, Outcome, StreamError, StreamMonitor, StreamReport
 from .routes import AUTO, Request, Route, match_route
 from .telemetry import CallFacts, MetricAttributes, Telemetry
@@ -233,7 +233,7 @@ class _Exchange:
         self._telemetry.stream_started(self._active())
         try:
             self._decoder = content_decoder(
-                headers.get("content-encoding"), self._feed_decoded, _decoded_piece(self._limits)
+                headers.get("content-encoding"), self._feed_decoded, decoded_piece(self._limits)
             )
         except UnsupportedEncoding as exc:
             # Counted, and the stream reported as internal_error: its body cannot be judged.

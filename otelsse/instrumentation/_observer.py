@@ -39,7 +39,15 @@ from ._content import ContentDecoder, CorruptContent, UnsupportedEncoding, conte
 if TYPE_CHECKING:
     from ..recorder import FlightRecorder, Tape
 
-__all__ = ["URL", "GenAISpan", "Settings", "StreamObserver", "Watch", "genai_neighbour"]
+__all__ = [
+    "URL",
+    "GenAISpan",
+    "Settings",
+    "StreamObserver",
+    "Watch",
+    "decoded_piece",
+    "genai_neighbour",
+]
 
 #: What otelsse does beside another instrumentation's GenAI span (``instrument(genai_span=)``):
 #: ``beside`` leaves to it what it owns; ``attach`` also copies otelsse's own stream-integrity
@@ -384,7 +392,7 @@ class StreamObserver:
         """Decode what the tap sees by ``content_encoding`` before the monitor gets it."""
         try:
             self._decoder = content_decoder(
-                content_encoding, self._feed_decoded, _decoded_piece(self._limits)
+                content_encoding, self._feed_decoded, decoded_piece(self._limits)
             )
         except UnsupportedEncoding as exc:
             # Counted, and the stream reported as internal_error: its body cannot be judged.
@@ -513,7 +521,7 @@ class _ParsingStopped(Exception):
     """Raised through a content decoder to stop it: the monitor takes no more."""
 
 
-def _decoded_piece(limits: Limits) -> int:
+def decoded_piece(limits: Limits) -> int:
     """The most a content decoder hands the monitor at once: a piece just past the parser's
     ceilings is enough to reach them, and above 64 KiB a piece only costs memory."""
     return min(64 * 1024, max(limits.max_line_bytes, limits.max_event_bytes) + 1)
