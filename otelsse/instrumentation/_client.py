@@ -44,6 +44,7 @@ CLIENT_MODULES: dict[str, str] = {
     "httpx": "_httpx",
     "httpx2": "_httpx",
     "requests": "_requests",
+    "aiohttp": "_aiohttp",
 }
 
 #: What a client patches: (owner class, method name, wrapper factory taking the ``Settings``).
