@@ -105,7 +105,13 @@ class Style:
     @property
     def lines(self) -> bool:
         """Hands over lines: their split is part of what the application got."""
-        return self.name in ("iter_lines", "aiter_lines", "content.readline", "content.lines")
+        return self.name in (
+            "iter_lines",
+            "aiter_lines",
+            "content.readline",
+            "content.readuntil",
+            "content.lines",
+        )
 
     @property
     def raw(self) -> bool:
@@ -176,6 +182,7 @@ _READS: dict[str, Callable[[Any, int | None], Any]] = {
     "content.read": lambda r, n: _auntil_empty(lambda: r.content.read(n or _CHUNK)),
     "content.read-all": lambda r, n: _once(r.content.read),
     "content.readline": lambda r, n: _auntil_empty(r.content.readline),
+    "content.readuntil": lambda r, n: _auntil_empty(lambda: r.content.readuntil(b"\n\n")),
     "content.readexactly": lambda r, n: _exactly(r.content, n or _CHUNK),
     "content.lines": lambda r, n: r.content,
     "response.read": lambda r, n: _once(r.read),
@@ -204,7 +211,8 @@ _STYLES: dict[tuple[str, bool], tuple[Style, ...]] = {
         Style("content.iter_any"), Style("content.iter_chunked", 1),
         Style("content.iter_chunked", 512), Style("content.iter_chunks"),
         Style("content.readany"), Style("content.read", 333), Style("content.read-all"),
-        Style("content.readline"), Style("content.readexactly", 100), Style("content.lines"),
+        Style("content.readline"), Style("content.readuntil"), Style("content.readexactly", 100),
+        Style("content.lines"),
         Style("response.read"), Style("response.text"),
     ),
 }  # fmt: skip
