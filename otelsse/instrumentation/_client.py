@@ -1,7 +1,6 @@
 """What otelsse needs to know about an HTTP client library, and which libraries it knows.
 
-A client module (``_httpx.py`` for httpx and httpx2, ``_requests.py``, ``_aiohttp.py``) owns
-everything about its
+A client module (``_httpx.py`` for httpx and httpx2, ``_requests.py``) owns everything about its
 library's shape: where the instrumentation hooks in and how it taps a body, a response's status,
 headers and request, how the enforcing reader pulls the body as it arrives, and how the library's
 exceptions map onto how a stream ended. Nothing outside a client module reads a client's
@@ -45,7 +44,6 @@ CLIENT_MODULES: dict[str, str] = {
     "httpx": "_httpx",
     "httpx2": "_httpx",
     "requests": "_requests",
-    "aiohttp": "_aiohttp",
 }
 
 #: What a client patches: (owner class, method name, wrapper factory taking the ``Settings``).

@@ -53,8 +53,6 @@ __all__ = [
 #: ``beside`` leaves to it what it owns; ``attach`` also copies otelsse's own stream-integrity
 #: attributes onto it, when it is still open at the stream's end.
 GenAISpan = Literal["beside", "attach"]
-#: Set in the context while a watched request is being sent.
-_SENDING = otel_context.create_key("otelsse-sending")
 #: Attribute keys that mark a span as a GenAI call (``gen_ai.system`` before semconv v1.37).
 _GENAI_MARKS = (semconv.GEN_AI_OPERATION_NAME, semconv.GEN_AI_PROVIDER_NAME, "gen_ai.system")
 
@@ -84,9 +82,7 @@ class Settings:
     def begin(self, make: Callable[..., Watch | None], *args: Any) -> Watch | None:
         """``make(self, *args)``, the watch of a request about to be sent; None to leave the
         request alone (instrumentation suppressed, URL excluded, or otelsse failed: counted)."""
-        # A client sending on behalf of another watched one (httpx on LiteLLM's aiohttp
-        # transport) is the same request: only the outermost client observes it.
-        if not is_instrumentation_enabled() or otel_context.get_value(_SENDING):
+        if not is_instrumentation_enabled():
             return None
         try:
             return make(self, *args)
@@ -222,19 +218,18 @@ class Watch:
 
     def __enter__(self) -> Watch:
         """Around the client's send: an expected stream's span is current (so the HTTP client
-        span nests under it), an exception before any response ends it, and a client the send
-        runs on knows it is not the first to watch this request."""
-        context = otel_context.set_value(_SENDING, True, self.context)
+        span nests under it), and an exception before any response ends it."""
         if self.span is not None:
-            context = trace.set_span_in_context(self.span, context)
-        self._token = otel_context.attach(context)
+            self._token = otel_context.attach(trace.set_span_in_context(self.span, self.context))
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, _tb: object
     ) -> None:
+        if self.span is None:
+            return
         otel_context.detach(self._token)
-        if self.span is not None and error is not None:
+        if error is not None:
             self.failed(error)
 
     def observe(self, response: Any, tap: Callable[[Any, StreamObserver], None]) -> None:
