@@ -292,28 +292,13 @@ class _Exchange:
             telemetry.count_error(exc, "finish")
             report = StreamReport(route=monitor.route, outcome=Outcome.INTERNAL_ERROR)
         attributes = self._attributes()
-        # Independent steps: one failing must not leave the span open or the stream active.
-        try:
-            telemetry.end_span(span, report, attributes)
-        except Exception as exc:
-            telemetry.count_error(exc, "end_span")
-            if span.is_recording():
-                span.set_attribute(semconv.OUTCOME, Outcome.INTERNAL_ERROR.value)
-                span.end()
-        try:
-            telemetry.stream_finished(self._active())
-        except Exception as exc:
-            telemetry.count_error(exc, "stream_finished")
         call = CallFacts(
             server_address=attributes.get(semconv.SERVER_ADDRESS),
             request_model=self._model,
             status_code=self._status,
             context=trace.set_span_in_context(span, self._parent),
         )
-        try:
-            telemetry.record_metrics(report, call)
-        except Exception as exc:
-            telemetry.count_error(exc, "record_metrics")
+        telemetry.finish_stream(span, report, attributes, call, self._active())
 
 
 def _headers(holder: Message) -> dict[str, str]:

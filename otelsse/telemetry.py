@@ -285,6 +285,34 @@ class Telemetry:
         finally:
             span.end()
 
+    def finish_stream(
+        self,
+        span: Span,
+        report: StreamReport,
+        span_attributes: Mapping[str, Any],
+        call: CallFacts,
+        active: MetricAttributes | None = None,
+    ) -> None:
+        """End a stream everywhere: its span, its active count (``active``: what
+        ``stream_started`` took), its metric points. Independent steps, each contained, so that
+        one failing cannot leave a span open or a stream counted as active forever."""
+        try:
+            self.end_span(span, report, span_attributes, call.owned)
+        except Exception as exc:
+            self.count_error(exc, "end_span")
+            if span.is_recording():
+                span.set_attribute(semconv.OUTCOME, Outcome.INTERNAL_ERROR.value)
+                span.end()
+        if active is not None:
+            try:
+                self.stream_finished(active)
+            except Exception as exc:
+                self.count_error(exc, "stream_finished")
+        try:
+            self.record_metrics(report, call)
+        except Exception as exc:
+            self.count_error(exc, "record_metrics")
+
     def record_metrics(self, report: StreamReport, call: CallFacts) -> None:
         """The metric points of one finished stream."""
         s = semconv

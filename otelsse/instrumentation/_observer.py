@@ -460,26 +460,12 @@ class StreamObserver:
         attributes = self._span_attributes
         if self._tape is not None:
             self._keep_recording(report)
-        # Independent steps, so that one failing cannot leave a span open or a stream
-        # counted as active forever.
         span = self._span
-        try:
-            telemetry.end_span(span, report, attributes, watch.owned)
-        except Exception as exc:
-            telemetry.count_error(exc, "end_span")
-            if span.is_recording():
-                span.set_attribute(semconv.OUTCOME, Outcome.INTERNAL_ERROR.value)
-                span.end()
         if watch.neighbour is not None and watch.settings.genai_span == "attach":
             try:
                 _attach(watch.neighbour, report)
             except Exception as exc:
                 telemetry.count_error(exc, "end_span")
-        if self._active_attributes is not None:
-            try:
-                telemetry.stream_finished(self._active_attributes)
-            except Exception as exc:
-                telemetry.count_error(exc, "stream_finished")
         call = CallFacts(
             server_address=attributes.get(semconv.SERVER_ADDRESS),
             request_model=watch.request_model,
@@ -487,10 +473,7 @@ class StreamObserver:
             owned=watch.owned,
             context=trace.set_span_in_context(span, watch.context),
         )
-        try:
-            telemetry.record_metrics(report, call)
-        except Exception as exc:
-            telemetry.count_error(exc, "record_metrics")
+        telemetry.finish_stream(span, report, attributes, call, self._active_attributes)
 
     def _keep_recording(self, report: StreamReport) -> None:
         """Hand the stream's tape to the flight recorder; its id goes on the span."""
