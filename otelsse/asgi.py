@@ -90,6 +90,7 @@ class _Exchange:
     """One request: its route, the model it names, and its stream once the app answers SSE."""
 
     __slots__ = (
+        "_active",
         "_app",
         "_broken",
         "_carry",
@@ -148,6 +149,7 @@ class _Exchange:
         self._carry: bytes | None = b"" if self._route is not None else None
         self._model: str | None = None
         self._span: Span | None = None
+        self._active: MetricAttributes = {}
         self._decoder: ContentDecoder | None = None
         self._monitor: StreamMonitor | None = None
         self._status: int | None = None
@@ -230,7 +232,9 @@ class _Exchange:
             attributes={semconv.ROUTE: route, **self._attributes()},
             start_time=self._start_time,
         )
-        self._telemetry.stream_started(self._active())
+        # Kept: a sniffed route ends under another name, but leaves the series it entered.
+        self._active = self._active_series()
+        self._telemetry.stream_started(self._active)
         try:
             self._decoder = content_decoder(
                 headers.get("content-encoding"), self._feed_decoded, decoded_piece(self._limits)
@@ -262,7 +266,7 @@ class _Exchange:
         attributes[s.HTTP_RESPONSE_STATUS_CODE] = self._status
         return attributes
 
-    def _active(self) -> MetricAttributes:
+    def _active_series(self) -> MetricAttributes:
         assert self._monitor is not None
         active: MetricAttributes = {semconv.ROUTE: self._monitor.route}
         if self._host:
@@ -298,7 +302,7 @@ class _Exchange:
             status_code=self._status,
             context=trace.set_span_in_context(span, self._parent),
         )
-        telemetry.finish_stream(span, report, attributes, call, self._active())
+        telemetry.finish_stream(span, report, attributes, call, self._active)
 
 
 def _headers(holder: Message) -> dict[str, str]:

@@ -99,6 +99,7 @@ async def _json(request: Request) -> Response:
 APP = Starlette(
     routes=[
         Route("/v1/chat/completions", _chat, methods=["POST"]),
+        Route("/custom/stream", _chat, methods=["POST"]),  # no known route: sniffed
         Route("/v1/messages", _messages, methods=["POST"]),
         Route("/health", _json),
     ]
@@ -277,6 +278,24 @@ def test_streaming_response(
     assert otel.nonzero_outcomes() == {outcome: 1}
     assert otel.active_streams() == 0
     assert otel.instrumentation_errors() == 0
+
+
+def test_a_sniffed_route_leaves_every_active_series_at_zero(
+    server: _Server, otel: Telemetry
+) -> None:
+    """The stream starts under ``generic`` and ends under the route its events name: the active
+    gauge must go down on the series it went up on, not the sum only."""
+    headers = {"x-fixture": "real/openai-chat-text.sse"}
+    _both(server, otel, "/custom/stream", headers, _body())
+    attributes = dict(_stream_span(otel).attributes or {})
+    assert attributes[semconv.ROUTE] == "openai.chat_completions"
+    assert attributes[semconv.OUTCOME] == "complete"
+    series = {
+        tuple(sorted(p.attributes.items())): p.value
+        for p in otel.points(semconv.STREAMS_ACTIVE.name)
+    }
+    assert series, "the active gauge recorded nothing"
+    assert set(series.values()) == {0}, series
 
 
 def test_gzip_stream_is_observed_decoded(server: _Server, otel: Telemetry) -> None:
