@@ -574,6 +574,26 @@ def test_a_fatal_error_event_ends_the_read_like_a_terminal(source: str, route: s
         assert ran.witness.after_pieces == 0
 
 
+@pytest.mark.parametrize("ending", ["terminal", "fatal"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_ceiling_past_the_last_event_is_never_reached_however_the_bytes_are_read(
+    route: str, ending: str
+) -> None:
+    """Bytes after the route's last event that would breach a ceiling of the parser (a line
+    too long): the reader ends at that event, whether they came in its read or a later one."""
+    body = body_of((TERMINATED if ending == "terminal" else FATAL)[route])
+    longest = max(len(line) for line in body.splitlines())
+    limits = Limits(max_line_bytes=longest + 8, max_event_bytes=len(body))
+    sent = body + crlf(body, b"data: " + b"x" * (2 * longest) + b"\n\n")
+    seen = set()
+    for chunks in ([sent], [sent[i : i + 1] for i in range(len(sent))]):
+        try:
+            seen.add(read_stream(iter(chunks), route=route, limits=limits).report.outcome.value)
+        except StreamFault as fault:
+            seen.add(fault.code)
+    assert seen == {"complete" if ending == "terminal" else "provider_error"}
+
+
 # --------------------------------------------------------------------------------------------
 # 2. drain=True reads on to EOF
 # --------------------------------------------------------------------------------------------

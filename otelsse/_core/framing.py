@@ -365,6 +365,10 @@ class SSEParser:
         judged does not depend on how the bytes were chunked; later reads are ignored.
         """
         self._forget_after(events_used)
+        # A ceiling of the parser's own breached in the same read came after that event (it
+        # dispatches nothing past its breach): had the read ended there, it never was.
+        self.limit_exceeded = None
+        self.pending_event_chars = self.pending_line_chars = 0
         self._ended = self._guarded = True
         self._tail = []
 
