@@ -1,11 +1,12 @@
-"""The one client harness: the five clients an application streams with, and how it reads.
+"""The one client harness: the six clients an application streams with, and how it reads.
 
-A ``Client`` is a library (httpx, httpx2 or requests) in its sync or async dialect. An
+A ``Client`` is a library (httpx, httpx2, requests or aiohttp) in its sync or async dialect. An
 application opens a ``Session`` (``AsyncSession``) of it, sends a POST (``send`` without ``with``,
 ``stream`` with the client's own context manager, or an unstreamed ``post``) and reads the body
 in a ``Style``: a reading method and, where it takes one, a chunk size.
 
-- ``CLIENTS`` (all five), ``SYNC_CLIENTS`` (one per library), ``ASYNC_CLIENTS``; the
+- ``CLIENTS`` (the five of httpx, httpx2 and requests), ``AIOHTTP`` (kept apart, see there),
+  ``SYNC_CLIENTS`` (one per library), ``ASYNC_CLIENTS``; the
   ``client``/``sync_client``/``async_client``/``client_style`` fixtures in ``conftest.py``.
 - ``Client.styles``: every read style of that client; ``default_style``: the usual one
   (decoded bytes in network-sized pieces); ``sized_styles``: the two that take a chunk size.
@@ -30,6 +31,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+import aiohttp
 import httpx
 import httpx2
 import requests
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from tests._otel import Telemetry
 
 __all__ = [
+    "AIOHTTP",
     "ASYNC_CLIENTS",
     "CLIENTS",
     "ERRORS",
@@ -65,7 +68,7 @@ __all__ = [
     "wrapping_depths",
 ]
 
-Library = Literal["httpx", "httpx2", "requests"]
+Library = Literal["httpx", "httpx2", "requests", "aiohttp"]
 Kind = Literal["transport", "timeout"]
 
 #: What every application posts unless a test says otherwise: a streaming chat request.
@@ -102,12 +105,24 @@ class Style:
     @property
     def lines(self) -> bool:
         """Hands over lines: their split is part of what the application got."""
-        return self.name in ("iter_lines", "aiter_lines")
+        return self.name in (
+            "iter_lines",
+            "aiter_lines",
+            "content.readline",
+            "content.readuntil",
+            "content.lines",
+        )
 
     @property
     def raw(self) -> bool:
         """Hands over the body before content-decoding."""
         return self.name in _RAW
+
+    @property
+    def at_most_size(self) -> bool:
+        """Its size is a ceiling, not the piece size: aiohttp's ``read(n)``/``iter_chunked(n)``
+        hand over what has arrived, up to ``n`` bytes, so their split follows the network."""
+        return self.name in ("content.read", "content.iter_chunked")
 
 
 def _until_empty(read: Callable[[], bytes]) -> Iterator[bytes]:
@@ -119,6 +134,29 @@ async def _once(read: Callable[[], Awaitable[Any]]) -> AsyncIterator[Any]:
     yield await read()
 
 
+async def _auntil_empty(read: Callable[[], Awaitable[bytes]]) -> AsyncIterator[bytes]:
+    while chunk := await read():
+        yield chunk
+
+
+async def _exactly(content: aiohttp.StreamReader, size: int) -> AsyncIterator[bytes]:
+    """``readexactly(size)`` until the body ends short of it: what was left, then no more."""
+    while True:
+        try:
+            yield await content.readexactly(size)
+        except asyncio.IncompleteReadError as short:
+            if short.partial:
+                yield short.partial
+            return
+
+
+async def _data(chunks: aiohttp.streams.ChunkTupleAsyncStreamIterator) -> AsyncIterator[bytes]:
+    async for data, _end_of_http_chunk in chunks:
+        yield data
+
+
+#: The size of aiohttp's sized reads when a test leaves it unset (they need one).
+_CHUNK = 65536
 #: Style name -> (response, size) -> what the application iterates (async styles: ``async for``).
 _READS: dict[str, Callable[[Any, int | None], Any]] = {
     # httpx/httpx2 ``Client.stream(...)``; ``iter_lines`` is also requests' (same call)
@@ -142,6 +180,19 @@ _READS: dict[str, Callable[[Any, int | None], Any]] = {
     "raw.stream": lambda r, n: r.raw.stream(n),
     "content": lambda r, n: [r.content],
     "text": lambda r, n: [r.text],
+    # aiohttp: ``response.content`` is its ``StreamReader``; ``async for`` on it reads lines
+    "content.iter_any": lambda r, n: r.content.iter_any(),
+    "content.iter_chunked": lambda r, n: r.content.iter_chunked(n or _CHUNK),
+    "content.iter_chunks": lambda r, n: _data(r.content.iter_chunks()),
+    "content.readany": lambda r, n: _auntil_empty(r.content.readany),
+    "content.read": lambda r, n: _auntil_empty(lambda: r.content.read(n or _CHUNK)),
+    "content.read-all": lambda r, n: _once(r.content.read),
+    "content.readline": lambda r, n: _auntil_empty(r.content.readline),
+    "content.readuntil": lambda r, n: _auntil_empty(lambda: r.content.readuntil(b"\n\n")),
+    "content.readexactly": lambda r, n: _exactly(r.content, n or _CHUNK),
+    "content.lines": lambda r, n: r.content,
+    "response.read": lambda r, n: _once(r.read),
+    "response.text": lambda r, n: _once(r.text),
 }
 _RAW = {"iter_raw", "aiter_raw", "raw.read-all", "raw.read", "raw.read1", "raw.stream"}
 #: ``client.post(...)`` / requests' ``stream=False``: the client reads the body itself.
@@ -162,12 +213,21 @@ _STYLES: dict[tuple[str, bool], tuple[Style, ...]] = {
         Style("raw.read", 333), Style("raw.read1"), Style("raw.stream", 1024), Style("content"),
         Style("text"),
     ),
+    ("aiohttp", True): (
+        Style("content.iter_any"), Style("content.iter_chunked", 1),
+        Style("content.iter_chunked", 512), Style("content.iter_chunks"),
+        Style("content.readany"), Style("content.read", 333), Style("content.read-all"),
+        Style("content.readline"), Style("content.readuntil"), Style("content.readexactly", 100),
+        Style("content.lines"),
+        Style("response.read"), Style("response.text"),
+    ),
 }  # fmt: skip
 #: The two styles that read pieces of a size the application chooses.
 _SIZED: dict[tuple[str, bool], tuple[str, str]] = {
     ("httpx", False): ("iter_raw", "iter_bytes"),
     ("httpx", True): ("aiter_raw", "aiter_bytes"),
     ("requests", False): ("iter_content", "raw.read"),
+    ("aiohttp", True): ("content.iter_chunked", "content.read"),
 }
 
 
@@ -212,6 +272,12 @@ ERRORS: dict[tuple[Library, Kind], ClientError] = {
         requests.RequestException,
         urllib3.exceptions.ReadTimeoutError,
     ),
+    ("aiohttp", "transport"): ClientError(
+        aiohttp.ClientPayloadError, aiohttp.ClientError, aiohttp.ClientPayloadError
+    ),
+    ("aiohttp", "timeout"): ClientError(
+        aiohttp.SocketTimeoutError, aiohttp.ClientError, aiohttp.SocketTimeoutError
+    ),
 }
 
 
@@ -224,6 +290,7 @@ class Client:
 
     def __post_init__(self) -> None:
         assert not (self.is_async and self.library == "requests"), "requests has no async client"
+        assert self.is_async or self.library != "aiohttp", "aiohttp has no sync client"
 
     @property
     def id(self) -> str:
@@ -234,11 +301,12 @@ class Client:
 
     @property
     def module(self) -> Any:
-        return {"httpx": httpx, "httpx2": httpx2, "requests": requests}[self.library]
+        modules = {"httpx": httpx, "httpx2": httpx2, "requests": requests, "aiohttp": aiohttp}
+        return modules[self.library]
 
     @property
     def _kind(self) -> tuple[str, bool]:
-        return ("requests" if self.library == "requests" else "httpx", self.is_async)
+        return ("httpx" if self.library == "httpx2" else self.library, self.is_async)
 
     @property
     def styles(self) -> tuple[Style, ...]:
@@ -247,7 +315,8 @@ class Client:
 
     @property
     def default_style(self) -> Style:
-        """Decoded bytes in network pieces: ``iter_bytes``, ``aiter_bytes``, ``iter_content``."""
+        """Decoded bytes in network pieces: ``iter_bytes``, ``aiter_bytes``, ``iter_content``,
+        ``content.iter_any``."""
         return self.styles[0]
 
     @property
@@ -264,11 +333,20 @@ class Client:
         """The method otelsse wraps for this client: (owner, name)."""
         if self.library == "requests":
             return requests.Session, "request"
+        if self.library == "aiohttp":
+            return aiohttp.ClientSession, "_request"
         return (self.module.AsyncClient if self.is_async else self.module.Client), "send"
 
     def body_source(self, response: Any) -> Any:
-        """What the response reads its body from: httpx ``.stream``, requests ``.raw``."""
+        """What the response reads its body from: httpx ``.stream``, requests ``.raw``,
+        aiohttp ``.content``."""
+        if self.library == "aiohttp":
+            return response.content
         return response.raw if self.library == "requests" else response.stream
+
+    def status(self, response: Any) -> int:
+        """The response's status code."""
+        return int(response.status if self.library == "aiohttp" else response.status_code)
 
 
 CLIENTS = (
@@ -278,6 +356,10 @@ CLIENTS = (
     Client("httpx2", is_async=True),
     Client("requests"),
 )
+#: aiohttp's ``ClientSession``: the harness reads it like the others, but the shared tests that
+#: call another client's API (httpx's ``aclose()``, ``aiter_raw``) cannot run it yet, so it is
+#: kept out of ``CLIENTS``; ``tests/instrumentation/test_aiohttp.py`` runs the others on it.
+AIOHTTP = Client("aiohttp", is_async=True)
 SYNC_CLIENTS = tuple(c for c in CLIENTS if not c.is_async)
 ASYNC_CLIENTS = tuple(c for c in CLIENTS if c.is_async)
 
@@ -297,6 +379,8 @@ class _Base:
         self.style = style or client.default_style
 
     def _timeout(self) -> Any:
+        if self.client.library == "aiohttp":
+            return aiohttp.ClientTimeout(connect=READ_TIMEOUT, sock_read=self.read_timeout)
         if self.client.library == "requests":
             return (READ_TIMEOUT, self.read_timeout)
         return self.client.module.Timeout(READ_TIMEOUT, read=self.read_timeout)
@@ -356,26 +440,48 @@ class Session(_Base):
 
 
 class AsyncSession(_Base):
-    """The async twin of ``Session``: an httpx/httpx2 ``AsyncClient``."""
+    """The async twin of ``Session``: an httpx/httpx2 ``AsyncClient`` or an aiohttp
+    ``ClientSession`` (whose responses always stream: ``send`` and ``stream`` are ``post``
+    without and with ``async with``, ``post`` reads the body with ``response.read()``)."""
 
     async def __aenter__(self) -> AsyncSession:
         assert self.client.is_async
-        self.http: Any = self.client.module.AsyncClient(timeout=self._timeout(), verify=TLS)
+        if self.client.library == "aiohttp":
+            self.http: Any = aiohttp.ClientSession(timeout=self._timeout())
+        else:
+            self.http = self.client.module.AsyncClient(timeout=self._timeout(), verify=TLS)
         await self.http.__aenter__()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.http.__aexit__(None, None, None)
 
+    def _request(self, request: dict[str, Any]) -> dict[str, Any]:
+        request = super()._request(request)
+        if self.client.library == "aiohttp" and "content" in request:  # httpx's raw body
+            request = {**request, "data": request.pop("content")}
+        return request
+
     async def send(self, url: str, **request: Any) -> Any:
         request = self._request(request)
+        if self.client.library == "aiohttp":
+            return await self.http.post(url, **request)
         return await self.http.send(self.http.build_request("POST", url, **request), stream=True)
 
     def stream(self, url: str, **request: Any) -> contextlib.AbstractAsyncContextManager[Any]:
+        if self.client.library == "aiohttp":
+            return self.http.post(url, **self._request(request))  # type: ignore[no-any-return]
         return self.http.stream("POST", url, **self._request(request))  # type: ignore[no-any-return]
 
     async def post(self, url: str, **request: Any) -> Any:
-        return await self.http.post(url, **self._request(request))
+        response = await self.http.post(url, **self._request(request))
+        if self.client.library == "aiohttp":
+            await response.read()  # releases the connection, as httpx's post() does
+        return response
+
+    def body(self, response: Any) -> bytes:
+        """The body an unstreamed ``post`` read."""
+        return response._body if self.client.library == "aiohttp" else response.content  # type: ignore[no-any-return]
 
 
 # --------------------------------------------------------------------------------------------
@@ -432,7 +538,7 @@ class Got:
 
     def headers_in(self, client: Client, response: Any) -> None:
         source = client.body_source(response)
-        self.status = response.status_code
+        self.status = client.status(response)
         self.headers = {name.lower(): value for name, value in response.headers.items()}
         self.types = (type(response), type(source))
         self.classes = (response.__class__, source.__class__)
@@ -512,7 +618,7 @@ async def aread(
             response = await http.post(url, **request)
             got.headers_in(http.client, response)
             on_headers()
-            got.parts.append(response.content)
+            got.parts.append(http.body(response))
             return got
         async with http.stream(url, **request) as response:
             got.headers_in(http.client, response)

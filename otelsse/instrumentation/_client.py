@@ -1,6 +1,7 @@
 """What otelsse needs to know about an HTTP client library, and which libraries it knows.
 
-A client module (``_httpx.py`` for httpx and httpx2, ``_requests.py``) owns everything about its
+A client module (``_httpx.py`` for httpx and httpx2, ``_requests.py``, ``_aiohttp.py``) owns
+everything about its
 library's shape: where the instrumentation hooks in and how it taps a body, a response's status,
 headers and request, how the enforcing reader pulls the body as it arrives, and how the library's
 exceptions map onto how a stream ended. Nothing outside a client module reads a client's
@@ -44,6 +45,7 @@ CLIENT_MODULES: dict[str, str] = {
     "httpx": "_httpx",
     "httpx2": "_httpx",
     "requests": "_requests",
+    "aiohttp": "_aiohttp",
 }
 
 #: What a client patches: (owner class, method name, wrapper factory taking the ``Settings``).
@@ -148,6 +150,34 @@ def request_fields(body: object) -> RequestFields:
     stream = b'"stream"' in data and _STREAM_TRUE.search(data) is not None
     found = _MODEL.search(data) if b'"model"' in data else None
     return RequestFields(stream, None if found is None else _json_string(found.group(1)))
+
+
+class RequestScan:
+    """``request_fields`` of a body that passes in pieces (a server's app or a proxy reads it):
+    each piece is searched with the tail of the one before, so a field cut between two pieces
+    is found, and nothing of the body is kept beyond that tail."""
+
+    # Enough for a ``"model": "..."`` pair (256 characters, each at most a 6-byte JSON escape).
+    _TAIL = 2048
+
+    __slots__ = ("_tail", "model", "stream")
+
+    def __init__(self) -> None:
+        self._tail = b""
+        self.stream = False
+        self.model: str | None = None
+
+    def feed(self, piece: bytes) -> None:
+        window = self._tail + piece
+        found = request_fields(window)
+        self.stream = self.stream or found.stream
+        if self.model is None:
+            self.model = found.model
+        self._tail = window[-self._TAIL :]
+
+    @property
+    def fields(self) -> RequestFields:
+        return RequestFields(self.stream, self.model)
 
 
 def _json_string(raw: bytes) -> str | None:

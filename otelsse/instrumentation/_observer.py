@@ -53,6 +53,8 @@ __all__ = [
 #: ``beside`` leaves to it what it owns; ``attach`` also copies otelsse's own stream-integrity
 #: attributes onto it, when it is still open at the stream's end.
 GenAISpan = Literal["beside", "attach"]
+#: Set in the context while a watched request is being sent.
+_SENDING = otel_context.create_key("otelsse-sending")
 #: Attribute keys that mark a span as a GenAI call (``gen_ai.system`` before semconv v1.37).
 _GENAI_MARKS = (semconv.GEN_AI_OPERATION_NAME, semconv.GEN_AI_PROVIDER_NAME, "gen_ai.system")
 
@@ -82,7 +84,9 @@ class Settings:
     def begin(self, make: Callable[..., Watch | None], *args: Any) -> Watch | None:
         """``make(self, *args)``, the watch of a request about to be sent; None to leave the
         request alone (instrumentation suppressed, URL excluded, or otelsse failed: counted)."""
-        if not is_instrumentation_enabled():
+        # A client sending on behalf of another watched one (httpx on LiteLLM's aiohttp
+        # transport) is the same request: only the outermost client observes it.
+        if not is_instrumentation_enabled() or otel_context.get_value(_SENDING):
             return None
         try:
             return make(self, *args)
@@ -216,20 +220,33 @@ class Watch:
         attributes[semconv.SERVER_PORT] = url.port or (443 if url.scheme == "https" else 80)
         return attributes
 
+    def learned(self, fields: RequestFields) -> None:
+        """What the request body said, read as it was sent rather than before (a proxy streams
+        the body on): a body asking for a stream makes the stream expected; its model is named."""
+        if self.route is None:
+            return
+        self.expects_sse = self.expects_sse or fields.stream
+        if self.request_model is None and fields.model is not None:
+            self.request_model = fields.model
+            if self.span is not None:
+                model = fields.model[: semconv.MAX_IDENTIFIER_CHARS]
+                self.span.set_attribute(semconv.GEN_AI_REQUEST_MODEL, model)
+
     def __enter__(self) -> Watch:
         """Around the client's send: an expected stream's span is current (so the HTTP client
-        span nests under it), and an exception before any response ends it."""
+        span nests under it), an exception before any response ends it, and a client the send
+        runs on knows it is not the first to watch this request."""
+        context = otel_context.set_value(_SENDING, True, self.context)
         if self.span is not None:
-            self._token = otel_context.attach(trace.set_span_in_context(self.span, self.context))
+            context = trace.set_span_in_context(self.span, context)
+        self._token = otel_context.attach(context)
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, _tb: object
     ) -> None:
-        if self.span is None:
-            return
         otel_context.detach(self._token)
-        if error is not None:
+        if self.span is not None and error is not None:
             self.failed(error)
 
     def observe(self, response: Any, tap: Callable[[Any, StreamObserver], None]) -> None:
@@ -437,8 +454,9 @@ class StreamObserver:
         """Reading raised ``error`` (which the caller re-raises): end accordingly."""
         self.finish(stream_error(error))
 
-    def finish(self, error: StreamError | None = None) -> None:
-        """End the stream: None at EOF, else how it ended. Only the first call counts."""
+    def finish(self, error: StreamError | None = None, *, reason: str | None = None) -> None:
+        """End the stream: None at EOF, else how it ended (``reason``: why it was cancelled,
+        when the caller knows). Only the first call counts."""
         if self._ended:
             return
         self._ended = True
@@ -458,6 +476,8 @@ class StreamObserver:
             report = _internal_error_report(self.monitor)
         watch = self._watch
         attributes = self._span_attributes
+        if reason is not None:
+            attributes[semconv.CANCEL_REASON] = reason
         if self._tape is not None:
             self._keep_recording(report)
         span = self._span

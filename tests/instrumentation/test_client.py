@@ -129,7 +129,7 @@ def test_every_registered_client_names_its_library_and_targets() -> None:
         assert client.library == library
         assert all(callable(make) for _, _, make in client.targets())
     with pytest.raises(KeyError):
-        get_client("aiohttp")
+        get_client("pycurl")
 
 
 def test_a_requests_response_cannot_be_read_asynchronously() -> None:

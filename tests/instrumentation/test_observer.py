@@ -93,3 +93,20 @@ def test_excluded_urls_are_not_watched(sdk: SDK) -> None:
     settings = Settings(Telemetry(sdk.tracer_provider), excluded_urls=re.compile("internal"))
     assert watch_url(settings, "POST", "http://internal/v1/chat/completions") is None
     assert watch_url(settings, "POST", "http://public/v1/chat/completions") is not None
+
+
+def test_a_client_sending_for_a_watched_one_is_left_alone(sdk: SDK) -> None:
+    """httpx on LiteLLM's aiohttp transport is one request: only the outer client observes it."""
+    settings = Settings(Telemetry(sdk.tracer_provider, sdk.meter_provider))
+    url = "http://h/v1/chat/completions"
+    outer = settings.begin(watch_url, "POST", url)
+    assert outer is not None
+    assert outer.span is not None
+    with outer:
+        assert settings.begin(watch_url, "POST", url) is None
+    after = settings.begin(watch_url, "POST", url)  # the send is over: the next request counts
+    assert after is not None
+    assert after.span is not None
+    outer.span.end()
+    after.span.end()
+    assert len(sdk.spans()) == 2
