@@ -22,7 +22,7 @@ PROVIDER_ERROR_RAISES = frozenset(
 def client_raises(job: Job, framing: str | None = None) -> bool:
     """Whether the demo's client for ``job`` raises; ``framing`` ("chunked" or "close", how the
     cut body was framed) matters only when truncated."""
-    if job.scenario in ("rate_limited", "overloaded", "unauthorized", "timeout"):
+    if job.scenario in ("rate_limited", "overloaded", "unauthorized", "bad_gateway", "timeout"):
         return True
     if job.scenario == "provider_error":
         return (job.route, job.client) in PROVIDER_ERROR_RAISES

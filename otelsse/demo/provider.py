@@ -19,6 +19,7 @@ import json
 import random
 import re
 import threading
+import zlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -54,6 +55,9 @@ EXPECTED_OUTCOME: dict[str, str] = {
     "rate_limited": "rate_limited",  # HTTP 429, a JSON body and Retry-After, on a streaming route
     "overloaded": "http_error",  # HTTP 503 (Anthropic's 529): the provider's capacity
     "unauthorized": "http_error",  # HTTP 401: the caller's credentials
+    "bad_gateway": "http_error",  # HTTP 502 with an HTML page: a load balancer's, not the API's
+    "gzip": "complete",  # a whole answer, gzip-coded as it streams (each event flushed)
+    "endless_line": "buffer_limit",  # a data line that never ends (cut off past 8 MiB)
 }
 #: Scenarios the provider answers with an HTTP error before any stream: status and error type.
 HTTP_FAILURES: dict[str, tuple[int, str, str]] = {
@@ -62,6 +66,13 @@ HTTP_FAILURES: dict[str, tuple[int, str, str]] = {
     "unauthorized": (401, "authentication_error", "Invalid API key."),
 }
 SCENARIOS: tuple[str, ...] = tuple(EXPECTED_OUTCOME)
+#: The ``bad_gateway`` page, as a load balancer in front of an API sends it.
+BAD_GATEWAY_PAGE = (
+    b"<html><head><title>502 Bad Gateway</title></head><body>bad gateway</body></html>\n"
+)
+#: How much of the ``endless_line`` scenario's line is sent before the server gives up: past
+#: otelsse's default line ceiling (8 MiB), so the monitor stops there.
+ENDLESS_LINE_BYTES = 9 * 1024 * 1024
 
 #: The routes it speaks, and the model each answers as unless the request names one.
 DEFAULT_MODELS: dict[str, str] = {
@@ -376,6 +387,8 @@ class _Reply(NamedTuple):
     cut_after: int | None  # truncated: send this many events and part of the next, then close
     chunked: bool  # a truncated chunked body errors in the client; close-delimited looks clean
     stall_after: int | None  # timeout: send this many events, then go silent
+    gzip: bool = False  # content-coded with gzip, each event flushed as it is sent
+    endless_line: bool = False  # after the first event, one line that never ends
 
 
 class FakeProvider:
@@ -521,6 +534,10 @@ class FakeProvider:
         self._requests += 1
         request_id = f"req_demo_{headers.get(JOB_HEADER) or self._requests}"[:40]
         request_id_header = "request-id" if route == "anthropic.messages" else "x-request-id"
+        if scenario == "bad_gateway":
+            # A gateway's page; gateways (Envoy, nginx) tag it with their own request id.
+            page = [("content-type", "text/html"), (request_id_header, request_id)]
+            return _Reply(502, page, [], BAD_GATEWAY_PAGE, 0, 0, None, True, None)
         if scenario in HTTP_FAILURES:
             status, kind, message = HTTP_FAILURES[scenario]
             if status == 503 and route == "anthropic.messages":
@@ -546,13 +563,16 @@ class FakeProvider:
         thinking = rng.random() < 0.15
         first_delay = rng.uniform(0.6, 1.6) if thinking else rng.uniform(0.03, 0.35)
         middle = len(events) // 2
+        said = [
+            ("content-type", "text/event-stream; charset=utf-8"),
+            ("cache-control", "no-cache"),
+            (request_id_header, request_id),
+        ]
+        if scenario == "gzip":
+            said.append(("content-encoding", "gzip"))
         return _Reply(
             status=200,
-            headers=[
-                ("content-type", "text/event-stream; charset=utf-8"),
-                ("cache-control", "no-cache"),
-                (request_id_header, request_id),
-            ],
+            headers=said,
             events=events,
             body=b"",
             first_delay=first_delay / self._speed,
@@ -560,12 +580,15 @@ class FakeProvider:
             cut_after=middle if scenario == "truncated" else None,
             chunked=scenario != "truncated" or rng.random() < 0.5,
             stall_after=middle if scenario == "timeout" else None,
+            gzip=scenario == "gzip",
+            endless_line=scenario == "endless_line",
         )
 
     async def _send(self, writer: asyncio.StreamWriter, reply: _Reply) -> None:
         reason = {
             200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
-            429: "Too Many Requests", 503: "Service Unavailable", 529: "Overloaded",
+            429: "Too Many Requests", 502: "Bad Gateway", 503: "Service Unavailable",
+            529: "Overloaded",
         }  # fmt: skip
         lines = [f"HTTP/1.1 {reply.status} {reason[reply.status]}", "connection: close"]
         lines += [f"{name}: {value}" for name, value in reply.headers]
@@ -579,19 +602,37 @@ class FakeProvider:
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
         await writer.drain()
         await asyncio.sleep(reply.first_delay)
+        coder = zlib.compressobj(wbits=31) if reply.gzip else None
+
+        def frame(data: bytes) -> bytes:
+            if coder is not None:
+                data = coder.compress(data) + coder.flush(zlib.Z_SYNC_FLUSH)
+            return _frame(data, reply.chunked)
+
+        if reply.endless_line:
+            writer.write(frame(reply.events[0]) + frame(b'data: {"text": "'))
+            piece = b"x" * 65536
+            for _ in range(ENDLESS_LINE_BYTES // len(piece)):
+                writer.write(frame(piece))
+                await writer.drain()
+            writer.write(b"0\r\n\r\n" if reply.chunked else b"")
+            await writer.drain()
+            return
         for number, event in enumerate(reply.events):
             if number == reply.stall_after:
                 await asyncio.sleep(self.stall)
                 return
             if number == reply.cut_after:
                 # Part of the next event, then the connection drops: a proxy's idle cut.
-                writer.write(_frame(event[: len(event) // 2], reply.chunked))
+                writer.write(frame(event[: len(event) // 2]))
                 await writer.drain()
                 return
             if number:
                 await asyncio.sleep(reply.gap)
-            writer.write(_frame(event, reply.chunked))
+            writer.write(frame(event))
             await writer.drain()
+        if coder is not None:
+            writer.write(_frame(coder.flush(), reply.chunked))
         if reply.chunked:
             writer.write(b"0\r\n\r\n")
             await writer.drain()

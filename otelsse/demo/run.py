@@ -66,7 +66,7 @@ ROUTES: dict[str, tuple[int, tuple[str, ...]]] = {
 }
 #: The mix of endings in every 50 streams: mostly complete, as a healthy-but-imperfect provider.
 SCENARIO_DECK: dict[str, int] = {
-    "complete": 24,
+    "complete": 21,
     "tool_call": 6,
     "tool_call_invalid": 2,
     "incomplete": 3,
@@ -76,6 +76,9 @@ SCENARIO_DECK: dict[str, int] = {
     "rate_limited": 2,
     "overloaded": 1,
     "unauthorized": 1,
+    "bad_gateway": 1,
+    "gzip": 1,
+    "endless_line": 1,
 }
 
 
