@@ -25,7 +25,7 @@ from opentelemetry.trace import Span, SpanKind, TracerProvider
 
 from . import semconv
 from ._core.http import is_event_stream
-from .instrumentation._client import request_fields, stream_error
+from .instrumentation._client import RequestScan, stream_error
 from .instrumentation._content import (
     ContentDecoder,
     CorruptContent,
@@ -45,9 +45,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-# What is kept of the request body between two reads: enough for a ``"model": "..."`` pair cut
-# across them (256 characters, each at most a 6-byte JSON escape), never the body itself.
-_CARRY = 2048
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -93,7 +90,6 @@ class _Exchange:
         "_active",
         "_app",
         "_broken",
-        "_carry",
         "_decoder",
         "_ended",
         "_host",
@@ -104,6 +100,7 @@ class _Exchange:
         "_parent",
         "_port",
         "_route",
+        "_scan",
         "_scope",
         "_span",
         "_start_time",
@@ -146,7 +143,7 @@ class _Exchange:
             self._parent, self._kind = current, SpanKind.INTERNAL
         else:
             self._parent, self._kind = propagate.extract(headers, context=current), SpanKind.SERVER
-        self._carry: bytes | None = b"" if self._route is not None else None
+        self._scan: RequestScan | None = RequestScan() if self._route is not None else None
         self._model: str | None = None
         self._span: Span | None = None
         self._active: MetricAttributes = {}
@@ -190,14 +187,12 @@ class _Exchange:
         kind = message.get("type")
         if kind == "http.disconnect":
             self._end("cancelled")
-        elif kind == "http.request" and self._carry is not None:
+        elif kind == "http.request" and self._scan is not None:
             # Only the app's own reads pass here: the body is never read for otelsse.
-            window = self._carry + bytes(message.get("body", b""))
-            model = request_fields(window).model
-            if model is not None:
-                self._model, self._carry = model, None
-            else:
-                self._carry = window[-_CARRY:] if message.get("more_body") else None
+            self._scan.feed(bytes(message.get("body", b"")))
+            self._model = self._scan.model
+            if self._model is not None or not message.get("more_body"):
+                self._scan = None
 
     def _sent(self, message: Message) -> None:
         kind = message.get("type")

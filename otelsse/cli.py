@@ -478,6 +478,14 @@ def _host_profile(text: str) -> tuple[str, str]:
     return host, profile
 
 
+_PROXY_EPILOG = """\
+example:
+  otelsse proxy --upstream openai=https://api.openai.com \\
+                --upstream anthropic=https://api.anthropic.com
+  # then point the client at http://127.0.0.1:8787/openai/v1 (or .../anthropic)
+"""
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="otelsse", description="Stream-integrity checks for LLM Server-Sent Events."
@@ -550,7 +558,84 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help=f"the fake provider's port (--provider-only only; {_PROVIDER_PORT}; 0: any free)",
     )
+    proxy = commands.add_parser(
+        "proxy",
+        help="run the reverse proxy that observes streams for clients in any language",
+        description=(
+            "Forward /NAME/... to the upstream NAME and record each stream's otelsse span and "
+            "metrics. Flags override the --config file. Spans and metrics go over OTLP when "
+            "OTEL_EXPORTER_OTLP_ENDPOINT is set; /metrics is served with --metrics-listen."
+        ),
+        epilog=_PROXY_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    proxy.add_argument("--config", metavar="FILE", help="a TOML file (docs/proxy.md)")
+    proxy.add_argument(
+        "--upstream",
+        metavar="NAME=URL",
+        action="append",
+        help="forward /NAME/... to URL (repeatable)",
+    )
+    proxy.add_argument(
+        "--listen", metavar="HOST:PORT", help="where clients connect (127.0.0.1:8787)"
+    )
+    proxy.add_argument(
+        "--metrics-listen", metavar="HOST:PORT", help="serve /metrics for Prometheus here (off)"
+    )
+    proxy.add_argument(
+        "--max-streams", type=_positive(int), help="requests forwarded at once; more get 503 (1024)"
+    )
+    proxy.add_argument(
+        "--max-request-bytes",
+        type=_positive(int),
+        help="largest request body; larger: 413 (32 MiB)",
+    )
+    proxy.add_argument(
+        "--connect-timeout", type=_positive(float), help="seconds to connect upstream (10)"
+    )
+    proxy.add_argument(
+        "--idle-timeout",
+        type=_positive(float),
+        help="seconds an upstream may be silent, for headers and between reads (300)",
+    )
+    proxy.add_argument(
+        "--drain-timeout",
+        type=float,
+        help="seconds streams get to finish after SIGTERM before they are cancelled (30)",
+    )
     return parser
+
+
+def _proxy(args: argparse.Namespace) -> int:
+    try:
+        from .proxy import ConfigError, load_config, serve
+        from .proxy._config import parse_upstream
+    except ImportError as exc:
+        sys.stderr.write(f"otelsse proxy needs {exc.name}: pip install 'otelsse[proxy]'\n")
+        return EXIT_USAGE
+    try:
+        config = load_config(
+            args.config,
+            {
+                "upstreams": [parse_upstream(text) for text in args.upstream or ()],
+                "listen": args.listen,
+                "metrics_listen": args.metrics_listen,
+                "max_streams": args.max_streams,
+                "max_request_bytes": args.max_request_bytes,
+                "connect_timeout": args.connect_timeout,
+                "idle_timeout": args.idle_timeout,
+                "drain_timeout": args.drain_timeout,
+            },
+        )
+    except ConfigError as exc:
+        sys.stderr.write(f"otelsse proxy: error: {exc}\n")
+        return EXIT_USAGE
+    for flag, address in (("--listen", config.listen), ("--metrics-listen", config.metrics_listen)):
+        problem = address and _port_problem(flag, *address)
+        if problem:
+            sys.stderr.write(f"otelsse proxy: error: {problem}\n")
+            return EXIT_USAGE
+    return serve(config)
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
@@ -558,6 +643,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     args = _parser().parse_args(argv)
     out = out or sys.stdout
     try:
+        if args.command == "proxy":
+            return _proxy(args)
         return _inspect(args, out) if args.command == "inspect" else _demo(args, out)
     except BrokenPipeError:
         # The reader went away (``otelsse inspect x | head``). As the Python docs advise, point

@@ -59,6 +59,11 @@ OUTPUT_DELTA_COUNT = "otelsse.output_delta_count"
 RETRY_AFTER = "otelsse.retry_after"
 #: The flight recorder's id of the stream's redacted skeleton (``otelsse inspect`` replays it).
 RECORDING_ID = "otelsse.recording.id"
+#: Why a ``cancelled`` stream was cancelled, where otelsse knows: ``client_disconnect`` or
+#: ``shutdown`` (the proxy's drain ran out).
+CANCEL_REASON = "otelsse.cancel_reason"
+#: The proxy's upstream name, on the SERVER span of a request it forwarded.
+PROXY_UPSTREAM = "otelsse.proxy.upstream"
 #: The instrumentation scope of another instrumentation's GenAI span that this call ran under
 #: (see ``NEIGHBOURS``); otelsse then leaves to it what it owns.
 GENAI_NEIGHBOUR = "otelsse.genai_neighbour"
@@ -97,8 +102,8 @@ ATTRIBUTES: tuple[str, ...] = (
     SERVER_TOOL_CALL_COUNT, REFUSAL, BUFFER_LIMIT_STAGE, DECODE_ERROR_COUNT, ANOMALY_COUNT,
     PROVIDER_ERROR_CODE, TIME_TO_FIRST_BYTE, TIME_TO_FIRST_EVENT, TIME_TO_FIRST_OUTPUT,
     TIME_PER_OUTPUT_CHUNK, OUTPUT_DELTA_COUNT, MAX_INTER_EVENT_GAP, DURATION, RETRY_AFTER,
-    GENAI_NEIGHBOUR, RECORDING_ID, HTTP_RESPONSE_STATUS_CODE, SERVER_ADDRESS, SERVER_PORT,
-    ERROR_TYPE,
+    GENAI_NEIGHBOUR, RECORDING_ID, CANCEL_REASON, HTTP_RESPONSE_STATUS_CODE, SERVER_ADDRESS,
+    SERVER_PORT, ERROR_TYPE,
     GEN_AI_PROVIDER_NAME, GEN_AI_OPERATION_NAME, GEN_AI_REQUEST_MODEL, GEN_AI_REQUEST_STREAM,
     GEN_AI_RESPONSE_MODEL, GEN_AI_RESPONSE_ID, GEN_AI_RESPONSE_FINISH_REASONS,
     GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_OUTPUT_TOKENS,
@@ -705,6 +710,11 @@ ATTRIBUTE_SPECS: dict[str, AttributeSpec] = {
         "The instrumentation scope of another instrumentation's GenAI span this call ran under "
         "(e.g. `opentelemetry.util.genai.handler` for openai-v2, `com.anthropic.sdk.python`): "
         "otelsse then leaves to it what it owns (docs/neighbours.md). Absent otherwise.",
+    ),
+    CANCEL_REASON: AttributeSpec(
+        "string", "",
+        "Why a `cancelled` stream ended, when otelsse can tell: `client_disconnect` (the proxy's "
+        "client left) or `shutdown` (the proxy's drain after SIGTERM ran out). Absent otherwise.",
     ),
     RECORDING_ID: AttributeSpec(
         "string", "",

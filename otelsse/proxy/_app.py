@@ -1,0 +1,487 @@
+"""The proxy's ASGI app: ``/{upstream}/...`` forwarded, observed as the in-process
+instrumentation observes a client's stream, and answered byte for byte.
+
+    client ──ASGI── ProxyApp ──aiohttp── upstream
+                       │ SERVER span (the client's trace continued)
+                       └─ Watch/StreamObserver (``instrumentation._observer``): the
+                          ``otelsse.stream`` span and metrics of the upstream stream
+
+The request body streams upstream as the client sends it, scanned on the way for ``stream`` and
+``model`` (``RequestScan``) and never kept. The response's status, headers (less hop-by-hop
+ones) and bytes (still content-coded: the observer decodes its own copy) go back as they
+arrive; ``send`` waits while the client's socket is full, so a slow client slows the upstream
+read. How the stream ended is passed on: an upstream cut aborts the client's connection (no
+clean end of chunks), a client that leaves closes the upstream connection (``cancelled``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import unquote
+
+import aiohttp
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
+from yarl import URL
+
+from .. import semconv
+from ..instrumentation._client import RequestFields, RequestScan, get_client
+from ..instrumentation._observer import Settings, StreamObserver, Watch
+from ..monitor import Limits
+from ..routes import register_host
+from ..telemetry import Telemetry
+from ._config import ProxyConfig, Upstream
+
+__all__ = ["ProxyApp"]
+
+Message = MutableMapping[str, Any]
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+Header = tuple[bytes, bytes]
+
+_LOG = logging.getLogger("otelsse.proxy")
+
+# RFC 9110 §7.6.1: meaningful for one connection only, never forwarded; ``host`` is the
+# upstream's (aiohttp sets it from the URL).
+_HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"trailers",
+        b"transfer-encoding",
+        b"upgrade",
+    }
+)
+# Headers aiohttp would add to a request that lacks them: the client's request stays its own.
+_AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
+_MAX_PATH_CHARS = 512
+
+#: The proxy's own failures: status and the ``error.type`` on its span (and in its JSON body).
+_FAILURES: dict[str, tuple[int, str]] = {
+    "unknown_upstream": (404, "no upstream of that name is configured"),
+    "bad_path": (400, "the path may not leave its upstream (dot segments)"),
+    "request_too_large": (413, "the request body is larger than the proxy forwards"),
+    "too_many_streams": (503, "the proxy is at its limit of concurrent requests"),
+    "draining": (503, "the proxy is shutting down"),
+    "upstream_unreachable": (502, "the upstream could not be reached"),
+    "upstream_disconnected": (502, "the upstream closed the connection before answering"),
+    "upstream_timeout": (504, "the upstream did not answer in time"),
+}
+
+
+class ProxyApp:
+    """An ASGI app forwarding ``/{name}/...`` to the configured upstream ``name``.
+
+    ``/healthz`` answers while the process serves; ``/readyz`` until it starts draining. Any
+    other first path segment that names no upstream gets a 404: the proxy never forwards to a
+    host the client names.
+    """
+
+    def __init__(
+        self,
+        config: ProxyConfig,
+        *,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        self.config = config
+        telemetry = Telemetry(tracer_provider, meter_provider)
+        self.settings = Settings(telemetry, Limits() if limits is None else limits)
+        self.tracer = telemetry.tracer
+        self.client = get_client("aiohttp")  # the observer reads aiohttp's errors through it
+        self._session: aiohttp.ClientSession | None = None
+        self._in_flight = 0
+        #: Set at SIGTERM: /readyz fails, and a stream cancelled from now on was cut by the
+        #: shutdown, not by its client.
+        self.draining = False
+        for upstream in config.upstreams:
+            if upstream.host_profile is not None:
+                register_host(upstream.base.host or "", upstream.host_profile)
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        assert self._session is not None, "the app serves only after its lifespan startup"
+        return self._session
+
+    @property
+    def in_flight(self) -> int:
+        """Requests being forwarded now."""
+        return self._in_flight
+
+    async def startup(self) -> None:
+        config = self.config
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=60),
+            timeout=aiohttp.ClientTimeout(
+                total=None, connect=config.connect_timeout, sock_read=config.idle_timeout
+            ),
+            auto_decompress=False,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            trust_env=False,
+        )
+
+    async def shutdown(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "lifespan":
+            await self._lifespan(receive, send)
+        elif kind == "http":
+            await self._http(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await self.startup()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw_path: bytes = scope.get("raw_path") or scope["path"].encode("latin-1")
+        _, _, rest = raw_path.partition(b"/")
+        name, slash, rest = rest.partition(b"/")
+        first = name.decode("latin-1")
+        if first in ("healthz", "readyz") and not slash:
+            ready = first == "healthz" or (self._session is not None and not self.draining)
+            status = 200 if ready else 503
+            await _json(send, status, {"status": "ok" if ready else "unavailable"})
+            return
+        upstream = self.config.upstream(first)
+        if upstream is None:
+            await _refuse(send, "unknown_upstream")
+            return
+        if self.draining:
+            await _refuse(send, "draining")
+            return
+        if self._in_flight >= self.config.max_streams:
+            await _refuse(send, "too_many_streams", (b"retry-after", b"1"))
+            return
+        self._in_flight += 1
+        try:
+            await _Exchange(self, upstream, scope, receive, send, b"/" + rest).run()
+        finally:
+            self._in_flight -= 1
+
+
+class UpstreamCut(Exception):
+    """Raised to the server so that it aborts the client's connection: the upstream's body
+    broke off (the ASGI way of saying "do not end this response cleanly")."""
+
+
+class _ClientLeft(Exception):
+    """The client disconnected while its request body was being sent on."""
+
+
+class _RequestTooLarge(Exception):
+    """The client's body went past ``max_request_bytes`` while it was being sent on."""
+
+
+class _Exchange:
+    """One forwarded request: its SERVER span, the upstream request, the answer relayed."""
+
+    def __init__(
+        self,
+        app: ProxyApp,
+        upstream: Upstream,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        rest: bytes,
+    ) -> None:
+        self._app = app
+        self._upstream = upstream
+        self._scope = scope
+        self._receive = receive
+        self._send = send
+        self._rest = rest
+        self._method: str = scope["method"]
+        self._headers: list[tuple[bytes, bytes]] = list(scope.get("headers", ()))
+        self._scan = RequestScan()
+        self._body_done = asyncio.Event()
+        self._client_gone = False
+        self._too_large = False
+        self._response: aiohttp.ClientResponse | None = None
+        self._span: Span = trace.INVALID_SPAN
+
+    async def run(self) -> None:
+        carrier = {k.decode("latin-1"): v.decode("latin-1") for k, v in self._headers}
+        parent = propagate.extract(carrier)
+        self._span = span = self._app.tracer.start_span(
+            f"{self._method} /{self._upstream.name}/{{path}}",
+            context=parent,
+            kind=SpanKind.SERVER,
+            attributes=self._server_attributes(),
+        )
+        token = otel_context.attach(trace.set_span_in_context(span, parent))
+        try:
+            await self._forward()
+        finally:
+            otel_context.detach(token)
+            span.end()
+
+    def _server_attributes(self) -> dict[str, Any]:
+        scope = self._scope
+        attributes: dict[str, Any] = {
+            "http.request.method": self._method,
+            "http.route": f"/{self._upstream.name}/{{path}}",
+            # The path only: a query string may carry a key (Gemini's ``?key=``).
+            "url.path": scope["path"][:_MAX_PATH_CHARS],
+            "url.scheme": scope.get("scheme", "http"),
+            semconv.PROXY_UPSTREAM: self._upstream.name,
+        }
+        server = scope.get("server")
+        if server:
+            attributes[semconv.SERVER_ADDRESS], attributes[semconv.SERVER_PORT] = server
+        return attributes
+
+    def _failed(self, kind: str, status: int | None = None) -> None:
+        """The span says how the exchange failed: ``error.type``, and ERROR when the proxy or
+        its upstream is at fault."""
+        self._span.set_attribute(semconv.ERROR_TYPE, kind)
+        if status is None or status >= 500:
+            self._span.set_status(Status(StatusCode.ERROR))
+
+    async def _refuse(self, kind: str) -> None:
+        status = _FAILURES[kind][0]
+        self._failed(kind, status)
+        self._span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, status)
+        await _refuse(self._send, kind)
+
+    async def _forward(self) -> None:
+        app, upstream = self._app, self._upstream
+        length = _header(self._headers, b"content-length")
+        if length is not None and length.isdigit() and int(length) > app.config.max_request_bytes:
+            await self._refuse("request_too_large")
+            return
+        try:
+            url = _target(upstream, self._rest, self._scope.get("query_string", b""))
+        except ValueError:
+            await self._refuse("bad_path")
+            return
+        accept = _header(self._headers, b"accept")
+        watch = app.settings.begin(
+            lambda settings: settings.watch(
+                app.client,
+                self._method,
+                url,
+                url.path,
+                url.query_string,
+                # The body is read as it is sent on: Watch.learned() hears what it said.
+                body=lambda: RequestFields(False, None),
+                accept=lambda: accept,
+            )
+        )
+        started = time.monotonic()
+        try:
+            if watch is None:
+                response = await self._request(url)
+            else:
+                with watch:
+                    response = await self._request(url)
+        except Exception as exc:
+            if watch is not None:
+                watch.learned(self._scan.fields)
+            if self._client_gone:
+                self._failed("client_disconnect", 499)
+            elif self._too_large:
+                await self._refuse("request_too_large")
+            else:
+                kind = _before_answer(exc)
+                _LOG.warning(
+                    "upstream %s: %s after %.1fs (%s)",
+                    upstream.name,
+                    kind,
+                    time.monotonic() - started,
+                    type(exc).__name__,
+                )
+                await self._refuse(kind)
+            return
+        try:
+            await self._relay(response, watch)
+        finally:
+            response.close()
+
+    async def _request(self, url: URL) -> aiohttp.ClientResponse:
+        dropped = _HOP_BY_HOP | _connection_tokens(self._headers)
+        headers = [
+            (name.decode("latin-1"), value.decode("latin-1"))
+            for name, value in self._headers
+            if name not in dropped and name not in _SET_BY_PROXY
+        ]
+        sent = {name.lower() for name, _ in headers}
+        session = self._app.session
+        return await session.request(
+            self._method,
+            url,
+            headers=headers,
+            data=None if self._method in _BODILESS else self._body(),
+            allow_redirects=False,
+            skip_auto_headers=[name for name in _AUTO_HEADERS if name.lower() not in sent],
+        )
+
+    async def _body(self) -> AsyncIterator[bytes]:
+        """The client's body as it arrives: scanned, counted against the limit, never kept."""
+        limit, sent = self._app.config.max_request_bytes, 0
+        try:
+            while True:
+                message = await self._receive()
+                if message["type"] == "http.disconnect":
+                    self._client_gone = True
+                    raise _ClientLeft
+                piece: bytes = message.get("body", b"")
+                sent += len(piece)
+                if sent > limit:
+                    self._too_large = True
+                    raise _RequestTooLarge
+                if piece:
+                    self._scan.feed(piece)
+                    yield piece
+                if not message.get("more_body", False):
+                    return
+        finally:
+            self._body_done.set()
+
+    async def _relay(self, response: aiohttp.ClientResponse, watch: Watch | None) -> None:
+        """The answer: its head, then its body as it arrives, and how it ended passed on."""
+        observer: StreamObserver | None = None
+        if watch is not None:
+            watch.learned(self._scan.fields)
+            observer = watch.response(response.status, response.headers, body_decoded=False)
+        dropped = _HOP_BY_HOP | _connection_tokens(response.raw_headers)
+        head = [(k, v) for k, v in response.raw_headers if k.lower() not in dropped]
+        self._span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, response.status)
+        if response.status >= 500:
+            self._span.set_status(Status(StatusCode.ERROR))
+        send = self._send
+        self._response = response
+        watcher = asyncio.ensure_future(self._await_disconnect())
+        try:
+            await send({"type": "http.response.start", "status": response.status, "headers": head})
+            async for chunk in response.content.iter_any():
+                if self._client_gone:
+                    break
+                if observer is not None:
+                    observer.feed(chunk)
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except asyncio.CancelledError:
+            # Not the client's doing: the server cancels what is left when its drain runs out.
+            reason = "shutdown" if self._app.draining else None
+            if observer is not None:
+                observer.finish("cancelled", reason=reason)
+            self._failed(reason or "cancelled")
+            raise
+        except Exception as exc:
+            if not self._client_gone:
+                if observer is not None:
+                    observer.fail(exc)
+                self._failed("upstream_cut")
+                _LOG.warning(
+                    "upstream %s: the body broke off (%s)", self._upstream.name, type(exc).__name__
+                )
+                raise UpstreamCut from exc
+        finally:
+            watcher.cancel()
+        if self._client_gone:
+            # Closing the upstream response (the watcher did) cancels the upstream request.
+            if observer is not None:
+                observer.finish("cancelled", reason="client_disconnect")
+            self._failed("client_disconnect", 499)
+            return
+        if observer is not None:
+            observer.finish()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _await_disconnect(self) -> None:
+        """Once the request body is in, the client's next message can only be its disconnect:
+        then close the upstream response, which ends the relay's read at once."""
+        await self._body_done.wait()
+        while (await self._receive())["type"] != "http.disconnect":
+            pass
+        self._client_gone = True
+        if self._response is not None:
+            self._response.close()
+
+
+_SET_BY_PROXY = frozenset({b"host", b"expect"})  # the upstream's host; 100-continue is uvicorn's
+_BODILESS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
+
+
+def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
+    for key, value in headers:
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def _connection_tokens(headers: Any) -> frozenset[bytes]:
+    """Headers the ``Connection`` header names: hop-by-hop too (RFC 9110 §7.6.1)."""
+    tokens: set[bytes] = set()
+    for key, value in headers:
+        if key.lower() == b"connection":
+            tokens.update(token.strip().lower() for token in value.split(b","))
+    return frozenset(tokens)
+
+
+def _target(upstream: Upstream, rest: bytes, query: bytes) -> URL:
+    """The upstream URL for the rest of the client's path, as the client encoded it.
+
+    Raises ValueError for a path that would leave the upstream's base path (a ``.``/``..``
+    segment, plain or percent-encoded) or its host.
+    """
+    path = rest.decode("latin-1")
+    if any(segment in (".", "..") for segment in unquote(path).split("/")):
+        raise ValueError("dot segment")
+    base = upstream.base
+    text = str(base) + path + ("?" + query.decode("latin-1") if query else "")
+    url = URL(text, encoded=True)
+    if (url.scheme, url.host, url.port) != (base.scheme, base.host, base.port):
+        raise ValueError("host changed")
+    return url
+
+
+def _before_answer(error: BaseException) -> str:
+    """The proxy's name for a failure before the upstream's answer arrived."""
+    if isinstance(error, (aiohttp.ServerTimeoutError, asyncio.TimeoutError)):
+        return "upstream_timeout"
+    if isinstance(error, aiohttp.ServerDisconnectedError):
+        return "upstream_disconnected"
+    return "upstream_unreachable"
+
+
+async def _json(send: Send, status: int, document: dict[str, Any], *extra: Header) -> None:
+    body = json.dumps(document).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *extra,
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def _refuse(send: Send, kind: str, *extra: Header) -> None:
+    """The proxy's own short JSON error; ``x-otelsse-proxy-error`` tells it from an upstream's."""
+    status, message = _FAILURES[kind]
+    document = {"error": {"type": kind, "message": message}}
+    await _json(send, status, document, (b"x-otelsse-proxy-error", kind.encode()), *extra)

@@ -1,0 +1,201 @@
+"""What the proxy is told: its upstreams, addresses and limits, from a TOML file and flags.
+
+Every check is made here, before anything listens, and fails with one line naming the setting:
+an upstream the proxy could be talked into misusing (a base URL with credentials, a query, or a
+name that shadows the proxy's own paths) is refused at start, not at the first request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from yarl import URL
+
+from ..routes import get_route
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[import-not-found]
+
+__all__ = ["ConfigError", "ProxyConfig", "Upstream", "load_config", "parse_address"]
+
+#: Paths the proxy answers itself; no upstream may take their names.
+RESERVED_NAMES = frozenset({"healthz", "readyz", "metrics"})
+_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
+
+
+class ConfigError(ValueError):
+    """A setting the proxy cannot start with; the message names it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Upstream:
+    """One provider or gateway the proxy forwards to: ``/{name}/rest`` goes to ``url`` + ``rest``.
+
+    ``host_profile`` (``"openai.chat_completions:litellm"``) reads this upstream's streams with a
+    host profile, for a gateway that bends its provider's contract on purpose.
+    """
+
+    name: str
+    url: str
+    host_profile: str | None = None
+
+    def __post_init__(self) -> None:
+        if not _NAME.fullmatch(self.name) or self.name in RESERVED_NAMES:
+            reserved = ", ".join(sorted(RESERVED_NAMES))
+            raise ConfigError(
+                f"upstream name {self.name!r}: lower-case letters, digits, '-', '_' or '.', "
+                f"at most 63, and none of {reserved}"
+            )
+        given, base = URL(self.url), self.base
+        if given.query_string or given.fragment:
+            raise ConfigError(f"upstream {self.name}: the URL takes no query or fragment")
+        if base.scheme not in ("http", "https") or not base.host:
+            raise ConfigError(f"upstream {self.name}: {self.url!r} is not an http(s) URL")
+        if base.user is not None or base.password is not None:
+            raise ConfigError(f"upstream {self.name}: credentials in the URL are refused")
+        if self.host_profile is not None:
+            try:
+                profile = get_route(self.host_profile)
+            except KeyError:
+                raise ConfigError(
+                    f"upstream {self.name}: no route or profile {self.host_profile!r}"
+                ) from None
+            if profile.profile is None:
+                raise ConfigError(
+                    f"upstream {self.name}: {self.host_profile!r} is a route, not a host profile"
+                )
+
+    @property
+    def base(self) -> URL:
+        """The base URL, without a trailing slash on its path."""
+        url = URL(self.url)
+        return url.with_path(url.path.rstrip("/")) if url.path != "/" else url.with_path("")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProxyConfig:
+    """The whole configuration; the defaults suit one proxy beside one application."""
+
+    upstreams: tuple[Upstream, ...]
+    listen: tuple[str, int] = ("127.0.0.1", 8787)
+    #: Where ``/metrics`` is served for Prometheus; None: no scrape endpoint (OTLP only).
+    metrics_listen: tuple[str, int] | None = None
+    #: Requests forwarded at once; one more gets a 503 at once rather than a queue.
+    max_streams: int = 1024
+    #: The largest request body forwarded; a larger one gets a 413.
+    max_request_bytes: int = 32 * 1024 * 1024
+    #: Seconds to connect to an upstream.
+    connect_timeout: float = 10.0
+    #: Seconds an upstream may stay silent, for its headers and between two body reads.
+    idle_timeout: float = 300.0
+    #: Seconds in-flight streams get to finish after SIGTERM before they are cancelled.
+    drain_timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not self.upstreams:
+            raise ConfigError("no upstream: give --upstream NAME=URL or [upstreams] in --config")
+        names = [upstream.name for upstream in self.upstreams]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ConfigError(f"upstream {repeated[0]} is given twice")
+        for setting in ("max_streams", "max_request_bytes"):
+            if getattr(self, setting) < 1:
+                raise ConfigError(f"{setting} must be at least 1")
+        for setting in ("connect_timeout", "idle_timeout"):
+            if not getattr(self, setting) > 0:
+                raise ConfigError(f"{setting} must be more than 0 seconds")
+        if self.drain_timeout < 0:
+            raise ConfigError("drain_timeout must be 0 seconds or more")
+        if self.metrics_listen is not None and self.metrics_listen == self.listen:
+            raise ConfigError("metrics_listen must differ from listen: /metrics has its own port")
+
+    def upstream(self, name: str) -> Upstream | None:
+        return next((upstream for upstream in self.upstreams if upstream.name == name), None)
+
+
+def parse_address(text: str, setting: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:8787`` for IPv6) as a pair."""
+    host, colon, port = text.rpartition(":")
+    if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"{setting} {text!r}: expected HOST:PORT")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def parse_upstream(text: str) -> Upstream:
+    """``NAME=URL`` (the ``--upstream`` flag)."""
+    name, equals, url = text.partition("=")
+    if not (name and equals and url):
+        raise ConfigError(f"--upstream {text!r}: expected NAME=URL")
+    return Upstream(name.strip(), url.strip())
+
+
+_FILE_SETTINGS = {
+    "listen",
+    "metrics_listen",
+    "max_streams",
+    "max_request_bytes",
+    "connect_timeout",
+    "idle_timeout",
+    "drain_timeout",
+    "upstreams",
+}
+
+
+def load_config(path: str | None, overrides: Mapping[str, Any]) -> ProxyConfig:
+    """The configuration from the TOML file at ``path`` (if any), then ``overrides`` (the flags
+    that were given: None values are ignored; ``upstreams`` are added to the file's)."""
+    settings: dict[str, Any] = {}
+    upstreams: list[Upstream] = []
+    if path is not None:
+        try:
+            with open(path, "rb") as file:
+                document = tomllib.load(file)
+        except OSError as exc:
+            raise ConfigError(f"--config {path}: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"--config {path}: not TOML ({exc})") from None
+        unknown = sorted(set(document) - _FILE_SETTINGS)
+        if unknown:
+            raise ConfigError(f"--config {path}: unknown setting {unknown[0]!r}")
+        upstreams.extend(_file_upstreams(document.pop("upstreams", {})))
+        settings.update(document)
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if key == "upstreams":
+            upstreams.extend(value)
+        else:
+            settings[key] = value
+    for key in ("listen", "metrics_listen"):
+        if isinstance(settings.get(key), str):
+            settings[key] = parse_address(settings[key], key)
+    for key, kind in (("max_streams", int), ("max_request_bytes", int)):
+        if key in settings and (type(settings[key]) is not kind):
+            raise ConfigError(f"{key} must be a whole number")
+    for key in ("connect_timeout", "idle_timeout", "drain_timeout"):
+        if key in settings:
+            if not isinstance(settings[key], (int, float)) or isinstance(settings[key], bool):
+                raise ConfigError(f"{key} must be a number of seconds")
+            settings[key] = float(settings[key])
+    return ProxyConfig(upstreams=tuple(upstreams), **settings)
+
+
+def _file_upstreams(table: object) -> list[Upstream]:
+    """``[upstreams.NAME]`` tables: ``url`` and, optionally, ``host_profile``."""
+    if not isinstance(table, dict):
+        raise ConfigError("upstreams must be a table: [upstreams.NAME] with url = ...")
+    found = []
+    for name, fields in table.items():
+        if not isinstance(fields, dict) or not isinstance(fields.get("url"), str):
+            raise ConfigError(f'upstreams.{name}: needs url = "https://..."')
+        unknown = sorted(set(fields) - {"url", "host_profile"})
+        if unknown:
+            raise ConfigError(f"upstreams.{name}: unknown setting {unknown[0]!r}")
+        found.append(Upstream(name, fields["url"], fields.get("host_profile")))
+    return found

@@ -1,0 +1,227 @@
+"""``otelsse proxy`` as a process: its flags and config file, SIGTERM's drain, ``/metrics`` on
+its own port and OTLP export by the standard environment variables."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from otelsse.demo.provider import JOB_HEADER, SCENARIO_HEADER, FakeProvider
+from tests.sre._otlp import Received, http_receiver
+
+from .conftest import MAX_WAIT, wait_for
+
+CHAT = "/v1/chat/completions"
+BODY = {"messages": [{"role": "user", "content": "hi"}], "model": "gpt-4o-mini", "stream": True}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def proxy_process(
+    *flags: str, env: dict[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``otelsse proxy`` on a free port, once ``/healthz`` answers; killed if still running."""
+    port = free_port()
+    command = [sys.executable, "-m", "otelsse", "proxy", "--listen", f"127.0.0.1:{port}", *flags]
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    base = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        assert process.poll() is None, process.communicate()
+        try:
+            return httpx.get(base + "/healthz").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    try:
+        wait_for(up, "the proxy process to serve")
+        yield process, base
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=MAX_WAIT)
+
+
+def spans_in(received: Received) -> list[dict[str, object]]:
+    """Every exported span as its name, kind and attributes (plain values)."""
+    found = []
+    with received.lock:
+        requests = list(received.traces)
+    for request in requests:
+        for resource in request.resource_spans:
+            for scope in resource.scope_spans:
+                for span in scope.spans:
+                    attributes = {a.key: _value(a.value) for a in span.attributes}
+                    found.append({"name": span.name, "kind": span.kind, **attributes})
+    return found
+
+
+def _value(any_value: object) -> object:
+    kind = any_value.WhichOneof("value")  # type: ignore[attr-defined]
+    return getattr(any_value, kind) if kind else None
+
+
+@pytest.fixture(scope="module")
+def slow_provider() -> Iterator[FakeProvider]:
+    """Answers at the provider's real pace: a stream lasts long enough to be in flight."""
+    with FakeProvider("127.0.0.1", 0, seed=3, stall=10.0, speed=1.0) as running:
+        yield running
+
+
+def test_sigterm_lets_a_stream_in_flight_finish_then_exits_0(
+    slow_provider: FakeProvider,
+) -> None:
+    with (
+        http_receiver() as (endpoint, received),
+        proxy_process(
+            "--upstream",
+            f"fake={slow_provider.base_url}",
+            "--drain-timeout",
+            "20",
+            env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
+        ) as (process, base),
+        httpx.Client(timeout=MAX_WAIT) as client,
+        client.stream(
+            "POST",
+            f"{base}/fake{CHAT}",
+            json=BODY,
+            headers={SCENARIO_HEADER: "complete", JOB_HEADER: "1"},
+        ) as response,
+    ):
+        chunks = response.iter_raw()
+        body = next(chunks)
+        process.send_signal(signal.SIGTERM)
+        # no new connection is taken once draining
+        wait_for(lambda: not _accepts(base), "the listener to close")
+        body += b"".join(chunks)  # the stream in flight still ends whole
+        assert body.endswith(b"data: [DONE]\n\n")
+        assert process.wait(MAX_WAIT) == 0
+        spans = spans_in(received)  # flushed before the exit
+    streams = [s for s in spans if s["name"] == "otelsse.stream"]
+    assert [s["otelsse.outcome"] for s in streams] == ["complete"]
+
+
+def _accepts(base: str) -> bool:
+    host, port = base.removeprefix("http://").split(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def test_past_the_drain_timeout_a_stream_is_cancelled_for_shutdown(
+    slow_provider: FakeProvider,
+) -> None:
+    with (
+        http_receiver() as (endpoint, received),
+        proxy_process(
+            "--upstream",
+            f"fake={slow_provider.base_url}",
+            "--drain-timeout",
+            "0.5",
+            env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
+        ) as (process, base),
+        httpx.Client(timeout=MAX_WAIT) as client,
+        client.stream(
+            "POST",
+            f"{base}/fake{CHAT}",
+            json=BODY,
+            headers={SCENARIO_HEADER: "timeout", JOB_HEADER: "2"},  # stalls for 10 s
+        ) as response,
+    ):
+        chunks = response.iter_raw()
+        next(chunks)
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        with pytest.raises(httpx.RemoteProtocolError):  # cut, never a clean end
+            b"".join(chunks)
+        assert process.wait(MAX_WAIT) == 0
+        assert time.monotonic() - started < 10  # the stall was not waited out
+    (stream,) = [s for s in spans_in(received) if s["name"] == "otelsse.stream"]
+    assert stream["otelsse.outcome"] == "cancelled"
+    assert stream["otelsse.cancel_reason"] == "shutdown"
+
+
+def test_metrics_are_served_on_their_own_port(provider: FakeProvider) -> None:
+    metrics_port = free_port()
+    with proxy_process(
+        "--upstream",
+        f"fake={provider.base_url}",
+        "--metrics-listen",
+        f"127.0.0.1:{metrics_port}",
+    ) as (_, base):
+        for scenario in ("complete", "rate_limited"):
+            httpx.post(
+                f"{base}/fake{CHAT}", json=BODY, headers={SCENARIO_HEADER: scenario}, timeout=30
+            )
+        scrape = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics").text
+        assert httpx.get(f"{base}/metrics").status_code == 404  # not on the clients' port
+    outcomes = {
+        sample.labels["otelsse_outcome"]: sample.value
+        for family in text_string_to_metric_families(scrape)
+        for sample in family.samples
+        if sample.name == "otelsse_streams_total" and sample.value
+    }
+    assert outcomes == {"complete": 1.0, "rate_limited": 1.0}
+
+
+def test_a_config_file_with_flags_over_it(provider: FakeProvider, tmp_path: Path) -> None:
+    config = tmp_path / "proxy.toml"
+    settings = 'listen = "127.0.0.1:1"\nmax_streams = 7\n'
+    config.write_text(f'{settings}\n[upstreams.fake]\nurl = "{provider.base_url}"\n')
+    with proxy_process("--config", str(config)) as (_, base):  # --listen wins over the file
+        answer = httpx.post(
+            f"{base}/fake{CHAT}", json=BODY, headers={SCENARIO_HEADER: "complete"}, timeout=30
+        )
+        assert answer.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        ([], "no upstream"),
+        (["--upstream", "openai"], "expected NAME=URL"),
+        (["--upstream", "healthz=http://x"], "upstream name 'healthz'"),
+        (["--upstream", "a=http://user:pw@x"], "credentials in the URL"),
+        (["--upstream", "a=ftp://x"], "not an http(s) URL"),
+        (["--upstream", "a=http://x?key=1"], "no query"),
+        (["--upstream", "a=http://x", "--upstream", "a=http://y"], "given twice"),
+        (["--upstream", "a=http://x", "--listen", "nowhere"], "expected HOST:PORT"),
+        (["--config", "/nonexistent/proxy.toml"], "--config /nonexistent/proxy.toml"),
+    ],
+)
+def test_a_setting_it_cannot_start_with_is_one_line_and_exit_2(flags: list[str], says: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "otelsse", "proxy", *flags],
+        capture_output=True,
+        text=True,
+        timeout=MAX_WAIT,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("otelsse proxy: error: "), done.stderr
+    assert says in done.stderr
+    assert done.stderr.count("\n") == 1
