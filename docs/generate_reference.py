@@ -54,6 +54,7 @@ INSTRUMENTATION_ONLY = (
     semconv.RETRY_AFTER,
     semconv.GENAI_NEIGHBOUR,
     semconv.RECORDING_ID,
+    semconv.CANCEL_REASON,
 )
 #: The outcomes whose ``otelsse.streams`` points carry ``http.response.status_code``: the ones
 #: the status caused (``otelsse.telemetry``; tests/sre/test_docs.py checks it against a real

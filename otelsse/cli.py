@@ -599,6 +599,12 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds an upstream may be silent, for headers and between reads (300)",
     )
     proxy.add_argument(
+        "--reuse-port",
+        action="store_true",
+        default=None,
+        help="share --listen with other proxy processes (SO_REUSEPORT): one process per core",
+    )
+    proxy.add_argument(
         "--drain-timeout",
         type=float,
         help="seconds streams get to finish after SIGTERM before they are cancelled (30)",
@@ -625,12 +631,16 @@ def _proxy(args: argparse.Namespace) -> int:
                 "connect_timeout": args.connect_timeout,
                 "idle_timeout": args.idle_timeout,
                 "drain_timeout": args.drain_timeout,
+                "reuse_port": args.reuse_port,
             },
         )
     except ConfigError as exc:
         sys.stderr.write(f"otelsse proxy: error: {exc}\n")
         return EXIT_USAGE
-    for flag, address in (("--listen", config.listen), ("--metrics-listen", config.metrics_listen)):
+    checked = [("--metrics-listen", config.metrics_listen)]
+    if not config.reuse_port:  # a shared port is taken by its other processes, on purpose
+        checked.append(("--listen", config.listen))
+    for flag, address in checked:
         problem = address and _port_problem(flag, *address)
         if problem:
             sys.stderr.write(f"otelsse proxy: error: {problem}\n")

@@ -96,6 +96,9 @@ class ProxyConfig:
     idle_timeout: float = 300.0
     #: Seconds in-flight streams get to finish after SIGTERM before they are cancelled.
     drain_timeout: float = 30.0
+    #: Bind ``listen`` with SO_REUSEPORT: several proxy processes share the port and the kernel
+    #: spreads connections among them (one process per core).
+    reuse_port: bool = False
 
     def __post_init__(self) -> None:
         if not self.upstreams:
@@ -143,6 +146,7 @@ _FILE_SETTINGS = {
     "connect_timeout",
     "idle_timeout",
     "drain_timeout",
+    "reuse_port",
     "upstreams",
 }
 
@@ -175,9 +179,11 @@ def load_config(path: str | None, overrides: Mapping[str, Any]) -> ProxyConfig:
     for key in ("listen", "metrics_listen"):
         if isinstance(settings.get(key), str):
             settings[key] = parse_address(settings[key], key)
-    for key, kind in (("max_streams", int), ("max_request_bytes", int)):
+    for key, kind in (("max_streams", int), ("max_request_bytes", int), ("reuse_port", bool)):
         if key in settings and (type(settings[key]) is not kind):
-            raise ConfigError(f"{key} must be a whole number")
+            raise ConfigError(
+                f"{key} must be {'true or false' if kind is bool else 'a whole number'}"
+            )
     for key in ("connect_timeout", "idle_timeout", "drain_timeout"):
         if key in settings:
             if not isinstance(settings[key], (int, float)) or isinstance(settings[key], bool):

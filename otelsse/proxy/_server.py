@@ -14,6 +14,7 @@ import importlib.util
 import logging
 import os
 import signal
+import socket
 from types import FrameType
 from typing import Any
 
@@ -141,6 +142,17 @@ def _uvicorn_config(app: ProxyApp) -> uvicorn.Config:
     )
 
 
+def _shared_socket(host: str, port: int) -> socket.socket:
+    """A listening socket other processes may bind too (SO_REUSEPORT): the kernel spreads the
+    connections among them."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return sock
+
+
 def serve(config: ProxyConfig) -> int:
     """Run the proxy until SIGTERM or Ctrl-C has drained it; returns the exit status."""
     providers = Providers(config)
@@ -151,7 +163,7 @@ def serve(config: ProxyConfig) -> int:
     )
     server = ProxyServer(app)
     try:
-        server.run()
+        server.run(sockets=[_shared_socket(*config.listen)] if config.reuse_port else None)
     finally:
         providers.shutdown()
     return 0 if server.started else 1

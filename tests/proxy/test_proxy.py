@@ -255,6 +255,63 @@ def test_a_client_that_leaves_cancels_the_upstream_request() -> None:
         upstream.close()
 
 
+class _FloodingUpstream:
+    """Sends a large SSE body as fast as its socket takes it, counting what the socket took."""
+
+    TOTAL = 128 * 1024 * 1024
+    EVENT = b"data: " + b"x" * (64 * 1024 - 8) + b"\n\n"
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.sent = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        sock, _ = self.listener.accept()
+        with sock:
+            while b"\r\n\r\n" not in sock.recv(65536):
+                pass
+            head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            sock.sendall(head + b"content-length: %d\r\n\r\n" % self.TOTAL)
+            with contextlib.suppress(OSError):
+                while self.sent < self.TOTAL:
+                    sock.sendall(self.EVENT)
+                    self.sent += len(self.EVENT)
+
+    def settled(self) -> int:
+        """What the socket took, once it took nothing more for half a second."""
+        while True:
+            before = self.sent
+            threading.Event().wait(0.5)
+            if self.sent == before:
+                return before
+
+
+def test_a_slow_client_slows_the_upstream_read() -> None:
+    upstream = _FloodingUpstream()
+    with (
+        contextlib.closing(upstream.listener),
+        start_proxy(config_for(upstream.base)) as proxy,
+        httpx.Client(timeout=MAX_WAIT) as client,
+        client.stream("GET", proxy.url("up", "/events")) as response,
+    ):
+        chunks = response.iter_raw()
+        received = len(next(chunks))
+        # The client reads no more: the proxy stops reading the upstream, which stops sending
+        # once the sockets' buffers are full (a proxy that buffered would take all 128 MiB).
+        held = upstream.settled()
+        assert held < upstream.TOTAL // 4, held
+        received += sum(len(chunk) for chunk in chunks)  # and it all arrives once read
+    assert received == upstream.TOTAL
+    # generic events with no contract that says where they end
+    assert proxy.outcome() == "eof_unverified"
+
+
 # -- what the proxy refuses ------------------------------------------------------------------
 
 

@@ -34,10 +34,11 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def proxy_process(
-    *flags: str, env: dict[str, str] | None = None
+    *flags: str, env: dict[str, str] | None = None, port: int | None = None
 ) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """``otelsse proxy`` on a free port, once ``/healthz`` answers; killed if still running."""
-    port = free_port()
+    """``otelsse proxy`` on ``port`` (a free one by default), once ``/healthz`` answers;
+    killed if still running."""
+    port = port or free_port()
     command = [sys.executable, "-m", "otelsse", "proxy", "--listen", f"127.0.0.1:{port}", *flags]
     process = subprocess.Popen(
         command,
@@ -225,3 +226,25 @@ def test_a_setting_it_cannot_start_with_is_one_line_and_exit_2(flags: list[str],
     assert done.stderr.startswith("otelsse proxy: error: "), done.stderr
     assert says in done.stderr
     assert done.stderr.count("\n") == 1
+
+
+def test_processes_sharing_a_port_each_serve_and_one_leaving_leaves_the_others(
+    provider: FakeProvider,
+) -> None:
+    port = free_port()
+    flags = ("--upstream", f"fake={provider.base_url}", "--reuse-port")
+    with contextlib.ExitStack() as stack:
+        first, base = stack.enter_context(proxy_process(*flags, port=port))
+        second, _ = stack.enter_context(proxy_process(*flags, port=port))
+
+        def answered() -> int:
+            with httpx.Client(timeout=30) as client:  # a new connection each time
+                return client.post(
+                    f"{base}/fake{CHAT}", json=BODY, headers={SCENARIO_HEADER: "complete"}
+                ).status_code
+
+        assert [answered() for _ in range(4)] == [200] * 4
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(MAX_WAIT) == 0
+        assert [answered() for _ in range(4)] == [200] * 4  # the other one serves them all
+        assert second.poll() is None
