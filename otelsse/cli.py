@@ -580,7 +580,9 @@ def _parser() -> argparse.ArgumentParser:
         "--listen", metavar="HOST:PORT", help="where clients connect (127.0.0.1:8787)"
     )
     proxy.add_argument(
-        "--metrics-listen", metavar="HOST:PORT", help="serve /metrics for Prometheus here (off)"
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        help="serve /metrics for Prometheus here; off: not at all (off)",
     )
     proxy.add_argument(
         "--max-streams", type=_positive(int), help="requests forwarded at once; more get 503 (1024)"

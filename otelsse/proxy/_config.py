@@ -37,7 +37,7 @@ class ConfigError(ValueError):
 class Upstream:
     """One provider or gateway the proxy forwards to: ``/{name}/rest`` goes to ``url`` + ``rest``.
 
-    ``host_profile`` (``"openai.chat_completions:litellm"``) reads this upstream's streams with a
+    ``host_profile`` (``"openai.chat_completions:no_done"``) reads this upstream's streams with a
     host profile, for a gateway that bends its provider's contract on purpose.
     """
 
@@ -176,6 +176,8 @@ def load_config(path: str | None, overrides: Mapping[str, Any]) -> ProxyConfig:
             upstreams.extend(value)
         else:
             settings[key] = value
+    if settings.get("metrics_listen") == "off":  # a flag turning off what the file turned on
+        settings["metrics_listen"] = None
     for key in ("listen", "metrics_listen"):
         if isinstance(settings.get(key), str):
             settings[key] = parse_address(settings[key], key)

@@ -2,9 +2,10 @@
 OpenTelemetry SDK it exports through, ``/metrics`` on its own port, and the drain at SIGTERM.
 
 The engine was chosen by measurement (``benchmarks/bench_proxy.py``, figures in
-``benchmarks/README.md``). Telemetry follows the SDK's environment variables: OTLP for spans and
-metrics when ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or the per-signal endpoint) is set, over
-``OTEL_EXPORTER_OTLP_PROTOCOL`` (``http/protobuf`` unless it says ``grpc``); the resource from
+``benchmarks/README.md``). Telemetry follows the SDK's environment variables: each signal goes
+over OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` or its own ``..._TRACES_``/``..._METRICS_ENDPOINT``
+is set and ``OTEL_TRACES_EXPORTER``/``OTEL_METRICS_EXPORTER`` is not ``none``, over its
+``..._PROTOCOL`` (``http/protobuf`` unless it says ``grpc``); the resource from
 ``OTEL_SERVICE_NAME``/``OTEL_RESOURCE_ATTRIBUTES`` (service name ``otelsse-proxy`` by default).
 """
 
@@ -16,14 +17,17 @@ import os
 import signal
 import socket
 from types import FrameType
-from typing import Any
 
 import uvicorn
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import (
+    MetricExporter,
+    MetricReader,
+    PeriodicExportingMetricReader,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from ._app import ProxyApp, UpstreamCut
 from ._config import ProxyConfig
@@ -49,10 +53,10 @@ class Providers:
             host, port = config.metrics_listen
             start_http_server(port, host)
             readers.append(PrometheusMetricReader())
-        if _otlp_configured():
-            spans, metrics = _otlp_exporters()
-            self.tracer_provider.add_span_processor(BatchSpanProcessor(spans))
-            readers.append(PeriodicExportingMetricReader(metrics))
+        if _exports("TRACES"):
+            self.tracer_provider.add_span_processor(BatchSpanProcessor(_span_exporter()))
+        if _exports("METRICS"):
+            readers.append(PeriodicExportingMetricReader(_metric_exporter()))
         self.meter_provider = MeterProvider(metric_readers=readers, resource=resource)
 
     def shutdown(self) -> None:
@@ -61,32 +65,45 @@ class Providers:
         self.meter_provider.shutdown()
 
 
-def _otlp_configured() -> bool:
-    return any(
-        os.environ.get(name)
-        for name in (
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-        )
+def _exports(signal: str) -> bool:
+    """Whether ``signal`` (``TRACES``/``METRICS``) goes over OTLP: an endpoint is set for it,
+    and ``OTEL_{signal}_EXPORTER`` does not say ``none``."""
+    if os.environ.get(f"OTEL_{signal}_EXPORTER", "").strip().lower() == "none":
+        return False
+    endpoints = ("OTEL_EXPORTER_OTLP_ENDPOINT", f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")
+    return any(os.environ.get(name) for name in endpoints)
+
+
+def _grpc(signal: str) -> bool:
+    protocol = os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"
+    )
+    return protocol.strip() == "grpc"
+
+
+# Each exporter reads its endpoint, headers and timeout from the environment itself.
+def _span_exporter() -> SpanExporter:
+    if _grpc("TRACES"):
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter()
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+        OTLPSpanExporter as HTTPSpanExporter,
     )
 
+    return HTTPSpanExporter()
 
-def _otlp_exporters() -> tuple[Any, Any]:
-    """The OTLP span and metric exporters; each reads its endpoint and headers from the
-    environment itself."""
-    protocol = os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
-    if protocol == "grpc":
+
+def _metric_exporter() -> MetricExporter:
+    if _grpc("METRICS"):
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-    else:
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # type: ignore[assignment]
-            OTLPMetricExporter,
-        )
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[assignment]
-            OTLPSpanExporter,
-        )
-    return OTLPSpanExporter(), OTLPMetricExporter()
+
+        return OTLPMetricExporter()
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+        OTLPMetricExporter as HTTPMetricExporter,
+    )
+
+    return HTTPMetricExporter()
 
 
 class _QuietCuts(logging.Filter):

@@ -248,3 +248,19 @@ def test_processes_sharing_a_port_each_serve_and_one_leaving_leaves_the_others(
         assert first.wait(MAX_WAIT) == 0
         assert [answered() for _ in range(4)] == [200] * 4  # the other one serves them all
         assert second.poll() is None
+
+
+def test_each_signal_follows_its_own_variables(provider: FakeProvider) -> None:
+    with http_receiver() as (endpoint, received):
+        # one endpoint for both, but metrics turned off (a pod whose /metrics is scraped)
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_METRICS_EXPORTER": "none"}
+        with proxy_process("--upstream", f"fake={provider.base_url}", env=env) as (process, base):
+            httpx.post(
+                f"{base}/fake{CHAT}", json=BODY, headers={SCENARIO_HEADER: "complete"}, timeout=30
+            )
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(MAX_WAIT) == 0
+        assert [s["otelsse.outcome"] for s in spans_in(received) if "otelsse.outcome" in s] == [
+            "complete"
+        ]
+        assert received.metrics == []
