@@ -25,7 +25,7 @@ import otelsse
 #: How the fake provider (``otelsse demo --provider-only``) can end a stream.
 SCENARIOS = (
     "complete", "tool_call", "tool_call_invalid", "incomplete", "truncated", "provider_error",
-    "timeout", "rate_limited", "overloaded", "unauthorized",
+    "timeout", "rate_limited", "overloaded", "unauthorized", "bad_gateway", "gzip", "endless_line",
 )  # fmt: skip
 #: The clients' read timeout: shorter than the fake provider's 6 s stall on ``timeout``.
 TIMEOUT = 2.0

@@ -37,6 +37,7 @@ from otelsse.demo.provider import SCENARIOS
 from otelsse.proxy import ConfigError, ProxyConfig, load_config
 from otelsse.proxy._config import parse_upstream
 from otelsse.routes import get_route
+from tests._compose import load_yaml, mounted, mounts
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -79,10 +80,6 @@ def dockerfile(path: Path) -> list[Instruction]:
 def instruction(instructions: list[Instruction], keyword: str) -> str:
     (rest,) = [i.rest for i in instructions if i.keyword == keyword]
     return rest
-
-
-def load_yaml(path: Path) -> Any:
-    return yaml.safe_load(path.read_text())
 
 
 def proxy_config(argv: list[str], files: Callable[[str], Path]) -> ProxyConfig:
@@ -361,21 +358,11 @@ def compose() -> dict[str, Any]:
     return loaded
 
 
-def mounts(service: dict[str, Any]) -> dict[str, Path]:
-    """A service's bind mounts (short syntax): path in the container -> path here."""
-    found = {}
-    for volume in service.get("volumes", ()):
-        source, target, *_ = volume.split(":")
-        assert source.startswith("."), f"not a bind mount relative to compose.yaml: {volume}"
-        found[target] = (DEPLOY / source).resolve()
-    return found
-
-
 def host_path(service: dict[str, Any], container_path: str) -> Path:
     """Where a path in a service's container comes from: a bind mount, or the image's COPY."""
-    for target, source in mounts(service).items():
-        if container_path == target or container_path.startswith(target + "/"):
-            return source / Path(container_path).relative_to(target)
+    found = mounted(service, container_path, DEPLOY)
+    if found is not None:
+        return found
     build = service.get("build")
     assert build, f"{container_path} is neither mounted nor built in"
     image = dockerfile((DEPLOY / build["context"] / build["dockerfile"]).resolve())
@@ -409,7 +396,7 @@ def test_compose_dependencies_builds_and_mounts_resolve(compose: dict[str, Any])
         depends = service.get("depends_on", [])
         for dependency in depends:
             assert dependency in services, f"{name} depends on {dependency}, not a service"
-        for source in mounts(service).values():
+        for source in mounts(service, DEPLOY).values():
             assert source.exists(), f"{name}: {source}"
         if "build" in service:
             context = (DEPLOY / service["build"]["context"]).resolve()

@@ -195,12 +195,14 @@ def test_an_upstream_cut_mid_stream_aborts_the_client_connection(
     assert any("broke off" in r.getMessage() for r in caplog.records)
 
 
-class _HoldingUpstream:
-    """Answers one SSE event, then waits for the proxy to close the connection (and says so)."""
+class _RawUpstream:
+    """An upstream on a raw socket: it reads one request's head, then ``answer(sock)`` runs on
+    its own thread."""
+
+    HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
 
     def __init__(self) -> None:
         self.listener = socket.create_server(("127.0.0.1", 0))
-        self.closed_by_peer = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
@@ -215,21 +217,31 @@ class _HoldingUpstream:
             request = b""
             while b"\r\n\r\n" not in request:
                 request += sock.recv(65536)
-            head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-            event = b'data: {"choices": [{"delta": {"content": "a"}}]}\n\n'
-            sock.sendall(
-                head + b"transfer-encoding: chunked\r\n\r\n%x\r\n%s\r\n" % (len(event), event)
-            )
-            try:
-                while sock.recv(65536):
-                    pass
-                self.closed_by_peer.set()
-            except OSError:
-                self.closed_by_peer.set()
+            self.answer(sock)
+
+    def answer(self, sock: socket.socket) -> None:
+        raise NotImplementedError
 
     def close(self) -> None:
         self.listener.close()
         self.thread.join(MAX_WAIT)
+
+
+class _HoldingUpstream(_RawUpstream):
+    """Answers one SSE event, then waits for the proxy to close the connection (and says so)."""
+
+    def __init__(self) -> None:
+        self.closed_by_peer = threading.Event()
+        super().__init__()
+
+    def answer(self, sock: socket.socket) -> None:
+        event = b'data: {"choices": [{"delta": {"content": "a"}}]}\n\n'
+        chunk = b"%x\r\n%s\r\n" % (len(event), event)
+        sock.sendall(self.HEAD + b"transfer-encoding: chunked\r\n\r\n" + chunk)
+        with contextlib.suppress(OSError):
+            while sock.recv(65536):
+                pass
+        self.closed_by_peer.set()
 
 
 def test_a_client_that_leaves_cancels_the_upstream_request() -> None:
@@ -255,33 +267,23 @@ def test_a_client_that_leaves_cancels_the_upstream_request() -> None:
         upstream.close()
 
 
-class _FloodingUpstream:
+class _FloodingUpstream(_RawUpstream):
     """Sends a large SSE body as fast as its socket takes it, counting what the socket took."""
 
     TOTAL = 128 * 1024 * 1024
     EVENT = b"data: " + b"x" * (64 * 1024 - 8) + b"\n\n"
 
     def __init__(self) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
         self.sent = 0
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        super().__init__()
 
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-
-    def _serve(self) -> None:
-        sock, _ = self.listener.accept()
-        with sock:
-            while b"\r\n\r\n" not in sock.recv(65536):
-                pass
-            head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-            sock.sendall(head + b"content-length: %d\r\n\r\n" % self.TOTAL)
-            with contextlib.suppress(OSError):
-                while self.sent < self.TOTAL:
-                    sock.sendall(self.EVENT)
-                    self.sent += len(self.EVENT)
+    def answer(self, sock: socket.socket) -> None:
+        sock.settimeout(None)  # blocked as long as the proxy does not read
+        sock.sendall(self.HEAD + b"content-length: %d\r\n\r\n" % self.TOTAL)
+        with contextlib.suppress(OSError):
+            while self.sent < self.TOTAL:
+                sock.sendall(self.EVENT)
+                self.sent += len(self.EVENT)
 
     def settled(self) -> int:
         """What the socket took, once it took nothing more for half a second."""
@@ -295,7 +297,7 @@ class _FloodingUpstream:
 def test_a_slow_client_slows_the_upstream_read() -> None:
     upstream = _FloodingUpstream()
     with (
-        contextlib.closing(upstream.listener),
+        contextlib.closing(upstream),
         start_proxy(config_for(upstream.base)) as proxy,
         httpx.Client(timeout=MAX_WAIT) as client,
         client.stream("GET", proxy.url("up", "/events")) as response,

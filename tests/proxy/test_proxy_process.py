@@ -4,12 +4,12 @@ its own port and OTLP export by the standard environment variables."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -91,16 +91,30 @@ def slow_provider() -> Iterator[FakeProvider]:
         yield running
 
 
-def test_sigterm_lets_a_stream_in_flight_finish_then_exits_0(
-    slow_provider: FakeProvider,
-) -> None:
+@dataclasses.dataclass
+class Drain:
+    """A proxy process sent SIGTERM while a stream was in flight."""
+
+    process: subprocess.Popen[str]
+    base: str
+    rest: Iterator[bytes]  # the stream's body after its first chunk
+    received: Received  # what the proxy exported over OTLP
+
+    def stream_spans(self) -> list[dict[str, object]]:
+        return [s for s in spans_in(self.received) if s["name"] == "otelsse.stream"]
+
+
+@contextlib.contextmanager
+def sigterm_mid_stream(
+    provider: FakeProvider, drain_timeout: str, scenario: str, job: str
+) -> Iterator[Drain]:
     with (
         http_receiver() as (endpoint, received),
         proxy_process(
             "--upstream",
-            f"fake={slow_provider.base_url}",
+            f"fake={provider.base_url}",
             "--drain-timeout",
-            "20",
+            drain_timeout,
             env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
         ) as (process, base),
         httpx.Client(timeout=MAX_WAIT) as client,
@@ -108,20 +122,26 @@ def test_sigterm_lets_a_stream_in_flight_finish_then_exits_0(
             "POST",
             f"{base}/fake{CHAT}",
             json=BODY,
-            headers={SCENARIO_HEADER: "complete", JOB_HEADER: "1"},
+            headers={SCENARIO_HEADER: scenario, JOB_HEADER: job},
         ) as response,
     ):
         chunks = response.iter_raw()
-        body = next(chunks)
+        assert next(chunks)
         process.send_signal(signal.SIGTERM)
+        yield Drain(process, base, chunks, received)
+
+
+def test_sigterm_lets_a_stream_in_flight_finish_then_exits_0(
+    slow_provider: FakeProvider,
+) -> None:
+    with sigterm_mid_stream(slow_provider, "20", "complete", "1") as drain:
         # no new connection is taken once draining
-        wait_for(lambda: not _accepts(base), "the listener to close")
-        body += b"".join(chunks)  # the stream in flight still ends whole
-        assert body.endswith(b"data: [DONE]\n\n")
-        assert process.wait(MAX_WAIT) == 0
-        spans = spans_in(received)  # flushed before the exit
-    streams = [s for s in spans if s["name"] == "otelsse.stream"]
-    assert [s["otelsse.outcome"] for s in streams] == ["complete"]
+        wait_for(lambda: not _accepts(drain.base), "the listener to close")
+        rest = b"".join(drain.rest)  # the stream in flight still ends whole
+        assert rest.endswith(b"data: [DONE]\n\n")
+        assert drain.process.wait(MAX_WAIT) == 0
+        # flushed before the exit
+        assert [s["otelsse.outcome"] for s in drain.stream_spans()] == ["complete"]
 
 
 def _accepts(base: str) -> bool:
@@ -136,32 +156,12 @@ def _accepts(base: str) -> bool:
 def test_past_the_drain_timeout_a_stream_is_cancelled_for_shutdown(
     slow_provider: FakeProvider,
 ) -> None:
-    with (
-        http_receiver() as (endpoint, received),
-        proxy_process(
-            "--upstream",
-            f"fake={slow_provider.base_url}",
-            "--drain-timeout",
-            "0.5",
-            env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
-        ) as (process, base),
-        httpx.Client(timeout=MAX_WAIT) as client,
-        client.stream(
-            "POST",
-            f"{base}/fake{CHAT}",
-            json=BODY,
-            headers={SCENARIO_HEADER: "timeout", JOB_HEADER: "2"},  # stalls for 10 s
-        ) as response,
-    ):
-        chunks = response.iter_raw()
-        next(chunks)
-        started = time.monotonic()
-        process.send_signal(signal.SIGTERM)
+    # "timeout" stalls for 10 s: the drain of 0.5 s runs out first
+    with sigterm_mid_stream(slow_provider, "0.5", "timeout", "2") as drain:
         with pytest.raises(httpx.RemoteProtocolError):  # cut, never a clean end
-            b"".join(chunks)
-        assert process.wait(MAX_WAIT) == 0
-        assert time.monotonic() - started < 10  # the stall was not waited out
-    (stream,) = [s for s in spans_in(received) if s["name"] == "otelsse.stream"]
+            b"".join(drain.rest)
+        assert drain.process.wait(MAX_WAIT) == 0
+        (stream,) = drain.stream_spans()
     assert stream["otelsse.outcome"] == "cancelled"
     assert stream["otelsse.cancel_reason"] == "shutdown"
 

@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-import yaml
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -52,6 +51,7 @@ else:  # pragma: no cover - the test extra installs tomli there
 
 from otelsse import semconv
 from otelsse.demo.provider import EXPECTED_OUTCOME, SCENARIOS, FakeProvider
+from tests._compose import load_yaml, mounted, mounts
 from tests.sre._otlp import grpc_receiver
 from tests.sre._tools import load_script, promtool
 
@@ -481,10 +481,6 @@ def test_the_zero_code_app_imports_no_opentelemetry_or_otelsse() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def load_yaml(path: Path) -> Any:
-    return yaml.safe_load(path.read_text())
-
-
 @pytest.fixture(scope="module")
 def compose() -> dict[str, Any]:
     loaded: dict[str, Any] = load_yaml(COMPOSE / "compose.yaml")
@@ -497,22 +493,11 @@ def collector() -> dict[str, Any]:
     return loaded
 
 
-def mounts(service: dict[str, Any]) -> dict[str, Path]:
-    """A service's bind mounts (short syntax): container path -> host path."""
-    found = {}
-    for volume in service.get("volumes", ()):
-        source, target, *_ = volume.split(":")
-        assert source.startswith("."), f"not a bind mount relative to compose.yaml: {volume}"
-        found[target] = (COMPOSE / source).resolve()
-    return found
-
-
 def host_path(service: dict[str, Any], container_path: str) -> Path:
     """Where a path inside a service's container comes from on the host."""
-    for target, source in mounts(service).items():
-        if container_path == target or container_path.startswith(target + "/"):
-            return source / os.path.relpath(container_path, target)
-    raise AssertionError(f"{container_path} is not mounted")
+    found = mounted(service, container_path, COMPOSE)
+    assert found is not None, f"{container_path} is not mounted"
+    return found
 
 
 def dockerfile_instructions() -> list[tuple[str, str]]:
@@ -547,7 +532,9 @@ def test_the_stack_has_its_services_with_pinned_images(compose: dict[str, Any]) 
 
 def test_every_bind_mount_and_build_input_exists(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    sources = [source for service in services.values() for source in mounts(service).values()]
+    sources = [
+        source for service in services.values() for source in mounts(service, COMPOSE).values()
+    ]
     assert len(sources) >= 5
     for source in sources:
         assert source.exists(), source
@@ -622,7 +609,7 @@ def test_prometheus_scrapes_the_collector_and_loads_every_rule_file(
     assert all(job.get("honor_labels") for job in config["scrape_configs"])
 
     # The container's file system: every mount copied to its path under tmp_path.
-    for target, source in mounts(prometheus).items():
+    for target, source in mounts(prometheus, COMPOSE).items():
         copy = tmp_path / target.lstrip("/")
         copy.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if source.is_dir() else shutil.copy)(source, copy)
