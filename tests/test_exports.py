@@ -9,7 +9,16 @@ def test_all_is_sorted_and_complete() -> None:
     assert list(otelsse.__all__) == sorted(otelsse.__all__)
     public = {name for name in dir(otelsse) if not name.startswith("_")}
     modules = {"monitor", "reader", "routes", "semconv", "version", "cli"}
-    modules |= {"instrumentation", "telemetry", "demo", "gate", "ledger", "recorder", "asgi"}
+    modules |= {
+        "instrumentation",
+        "telemetry",
+        "demo",
+        "gate",
+        "ledger",
+        "recorder",
+        "asgi",
+        "proxy",
+    }
     assert public - modules == set(otelsse.__all__) - {"__version__"}
 
 
