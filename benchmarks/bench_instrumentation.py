@@ -39,7 +39,6 @@ import os
 import platform
 import random
 import statistics
-import subprocess
 import sys
 import time
 import tracemalloc
@@ -53,6 +52,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # measure the working tree's otelsse, as PYTHONPATH=. does
 
 # The same token distribution, seed and version/commit helpers as the parser benchmark.
+from _child import serving_child  # noqa: E402
 from bench_parsers import SEED, _tokens, _version, git_revision  # noqa: E402
 from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint  # noqa: E402
@@ -287,22 +287,8 @@ async def _serve() -> None:
 @contextlib.contextmanager
 def server_process() -> Iterator[str]:
     """Start the server in a child process; yield its base URL; stop it."""
-    child = subprocess.Popen(
-        [sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    assert child.stdin is not None
-    assert child.stdout is not None
-    try:
-        port = int(child.stdout.readline())
+    with serving_child([sys.executable, __file__, "--serve"]) as (port, _):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        child.stdin.close()
-        try:
-            child.wait(30)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-        child.stdout.close()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -75,7 +75,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # measure the working tree's otelsse, as PYTHONPATH=. does
 
+from _child import serving_child  # noqa: E402
 from bench_parsers import SEED, _version, git_revision  # noqa: E402
+
+from otelsse.proxy._app import HOP_BY_HOP  # noqa: E402  the floor drops what the proxy drops
 
 EVENTS = 2000  # a full stream: role chunk, 1,997 deltas, finish chunk, [DONE]
 US = "\u00b5s"  # micro sign, spelled out so the source stays ASCII
@@ -88,21 +91,6 @@ REQUEST = {
     "messages": [{"role": "user", "content": "Write a long answer."}],
     "stream": True,
 }
-# RFC 9110 7.6.1: one connection's business, never forwarded; ``host`` is the upstream's.
-HOP_BY_HOP = frozenset(
-    {
-        b"connection",
-        b"keep-alive",
-        b"proxy-authenticate",
-        b"proxy-authorization",
-        b"proxy-connection",
-        b"te",
-        b"trailer",
-        b"transfer-encoding",
-        b"upgrade",
-        b"host",
-    }
-)
 # Headers an HTTP client adds when the request lacks them: the client's request stays its own.
 AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
 
@@ -646,25 +634,9 @@ def stop(child: subprocess.Popen[Any]) -> None:
 
 @contextlib.contextmanager
 def upstream_process() -> Iterator[tuple[str, int]]:
-    child = subprocess.Popen(
-        [sys.executable, __file__, "--upstream-server"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=child_env(),
-    )
-    assert child.stdin is not None
-    assert child.stdout is not None
-    try:
-        port = int(child.stdout.readline())
-        yield f"http://127.0.0.1:{port}", child.pid
-    finally:
-        child.stdin.close()
-        try:
-            child.wait(20)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-        child.stdout.close()
+    command = [sys.executable, __file__, "--upstream-server"]
+    with serving_child(command, child_env()) as (port, pid):
+        yield f"http://127.0.0.1:{port}", pid
 
 
 @dataclass

@@ -37,7 +37,15 @@ from otelsse.demo.provider import SCENARIOS
 from otelsse.proxy import ConfigError, ProxyConfig, load_config
 from otelsse.proxy._config import parse_upstream
 from otelsse.routes import get_route
-from tests._compose import load_yaml, mounted, mounts
+from tests._compose import (
+    Instruction,
+    copied,
+    dockerfile,
+    dockerignore_allows,
+    load_yaml,
+    mounted,
+    mounts,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -50,31 +58,6 @@ IMAGE_CONFIG = "/etc/otelsse/proxy.toml"
 # --------------------------------------------------------------------------------------------
 # Readers
 # --------------------------------------------------------------------------------------------
-
-
-class Instruction(NamedTuple):
-    keyword: str
-    rest: str
-
-
-def dockerfile(path: Path) -> list[Instruction]:
-    """The Dockerfile's instructions, continuation lines joined and comments dropped."""
-    logical, pending = [], ""
-    for line in path.read_text().splitlines():
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        if stripped.endswith("\\"):
-            pending += stripped[:-1].rstrip() + " "
-            continue
-        logical.append(pending + stripped)
-        pending = ""
-    assert not pending, f"{path}: the last instruction ends with a line continuation"
-    instructions = []
-    for text in logical:
-        keyword, _, rest = text.partition(" ")
-        instructions.append(Instruction(keyword.upper(), rest.strip()))
-    return instructions
 
 
 def instruction(instructions: list[Instruction], keyword: str) -> str:
@@ -322,29 +305,11 @@ def test_the_image_exposes_the_configured_ports_and_checks_healthz(
 
 
 def test_the_image_copies_what_the_build_needs() -> None:
-    instructions = dockerfile(DEPLOY / "Dockerfile")
-    copied = set()
-    for keyword, rest in instructions:
-        if keyword == "COPY":
-            *sources, _ = rest.split()
-            copied |= set(sources)
-    for source in copied:
+    sources = copied(dockerfile(DEPLOY / "Dockerfile"))
+    for source in sources:
         assert (ROOT / source).exists(), source
     # BuildKit reads <Dockerfile>.dockerignore beside it: it lets in exactly what is copied.
-    ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
-    assert "*" in ignore
-    assert {line[1:] for line in ignore if line.startswith("!")} == copied
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    hatch = project["tool"]["hatch"]
-    needed = {project["project"]["readme"], "pyproject.toml", hatch["version"]["path"]}
-    needed |= set(hatch["build"]["targets"]["wheel"]["packages"])
-    assert all(any(n == c or n.startswith(c + "/") for c in copied) for n in needed), needed
-    (install,) = [rest for keyword, rest in instructions if keyword == "RUN" and "pip" in rest]
-    extras = re.search(r'"/src\[([\w,-]+)\]"', install)
-    assert extras, install
-    assert "proxy" in extras.group(1).split(",")
-    for extra in extras.group(1).split(","):
-        assert extra in project["project"]["optional-dependencies"], f"no extra {extra!r}"
+    assert dockerignore_allows(DEPLOY / "Dockerfile.dockerignore") == sources
 
 
 # --------------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ _LOG = logging.getLogger("otelsse.proxy")
 
 # RFC 9110 §7.6.1: meaningful for one connection only, never forwarded; ``host`` is the
 # upstream's (aiohttp sets it from the URL).
-_HOP_BY_HOP = frozenset(
+HOP_BY_HOP = frozenset(
     {
         b"connection",
         b"keep-alive",
@@ -323,7 +323,7 @@ class _Exchange:
             response.close()
 
     async def _request(self, url: URL) -> aiohttp.ClientResponse:
-        dropped = _HOP_BY_HOP | _connection_tokens(self._headers)
+        dropped = HOP_BY_HOP | _connection_tokens(self._headers)
         headers = [
             (name.decode("latin-1"), value.decode("latin-1"))
             for name, value in self._headers
@@ -368,7 +368,7 @@ class _Exchange:
         if watch is not None:
             watch.learned(self._scan.fields)
             observer = watch.response(response.status, response.headers, body_decoded=False)
-        dropped = _HOP_BY_HOP | _connection_tokens(response.raw_headers)
+        dropped = HOP_BY_HOP | _connection_tokens(response.raw_headers)
         head = [(k, v) for k, v in response.raw_headers if k.lower() not in dropped]
         self._span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, response.status)
         if response.status >= 500:

@@ -51,7 +51,7 @@ else:  # pragma: no cover - the test extra installs tomli there
 
 from otelsse import semconv
 from otelsse.demo.provider import EXPECTED_OUTCOME, SCENARIOS, FakeProvider
-from tests._compose import load_yaml, mounted, mounts
+from tests._compose import copied, dockerfile, dockerignore_allows, load_yaml, mounted, mounts
 from tests.sre._otlp import grpc_receiver
 from tests.sre._tools import load_script, promtool
 
@@ -500,15 +500,6 @@ def host_path(service: dict[str, Any], container_path: str) -> Path:
     return found
 
 
-def dockerfile_instructions() -> list[tuple[str, str]]:
-    lines = (COMPOSE / "Dockerfile").read_text().splitlines()
-    return [
-        (keyword.upper(), rest.strip())
-        for keyword, _, rest in (line.partition(" ") for line in lines)
-        if keyword and not keyword.startswith("#")
-    ]
-
-
 def endpoint_port(endpoint: str) -> int:
     return int(endpoint.rsplit(":", 1)[1].strip("/"))
 
@@ -526,7 +517,7 @@ def test_the_stack_has_its_services_with_pinned_images(compose: dict[str, Any]) 
         repository, _, tag = services[name]["image"].partition(":")
         assert repository == image
         assert re.fullmatch(r"v?\d+\.\d+\.\d+", tag), f"{name}: pin a version, not {tag!r}"
-    base = next(rest for keyword, rest in dockerfile_instructions() if keyword == "FROM")
+    base = next(rest for keyword, rest in dockerfile(COMPOSE / "Dockerfile") if keyword == "FROM")
     assert re.fullmatch(r"python:\d+\.\d+\.\d+-slim-\w+", base)
 
 
@@ -632,7 +623,7 @@ def test_the_demo_image_runs_flags_the_cli_knows_and_sends_to_the_collector(
         check=True,
     ).stdout
     known = set(re.findall(r"--[a-z][a-z-]*", help_text))
-    instructions = dockerfile_instructions()
+    instructions = dockerfile(COMPOSE / "Dockerfile")
     cmd = json.loads(next(rest for keyword, rest in instructions if keyword == "CMD"))
     commands = [cmd] + [
         service["command"]
@@ -650,23 +641,18 @@ def test_the_demo_image_runs_flags_the_cli_knows_and_sends_to_the_collector(
 
 
 def test_the_demo_image_copies_what_the_build_needs() -> None:
-    instructions = dockerfile_instructions()
-    copied = set()
-    for keyword, rest in instructions:
-        if keyword == "COPY":
-            *sources, _ = rest.split()
-            copied |= set(sources)
-    for source in copied:
+    instructions = dockerfile(COMPOSE / "Dockerfile")
+    sources = copied(instructions)
+    for source in sources:
         assert (ROOT / source).exists(), source
     # The Dockerfile's own .dockerignore lets in exactly what it copies.
-    ignore = (COMPOSE / "Dockerfile.dockerignore").read_text().splitlines()
-    assert {line[1:] for line in ignore if line.startswith("!")} == copied
+    assert dockerignore_allows(COMPOSE / "Dockerfile.dockerignore") == sources
     # What hatchling reads: the readme, the version file, the package.
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     hatch = project["tool"]["hatch"]
     needed = {project["project"]["readme"], "pyproject.toml", hatch["version"]["path"]}
     needed |= set(hatch["build"]["targets"]["wheel"]["packages"])
-    assert all(any(n == c or n.startswith(c + "/") for c in copied) for n in needed), needed
+    assert all(any(n == c or n.startswith(c + "/") for c in sources) for n in needed), needed
     (install,) = [rest for keyword, rest in instructions if keyword == "RUN" and "pip" in rest]
     extras = re.search(r'"/src\[([\w,-]+)\]"', install)
     assert extras, install
