@@ -225,12 +225,17 @@ class Watch:
         the body on): a body asking for a stream makes the stream expected; its model is named."""
         if self.route is None:
             return
-        self.expects_sse = self.expects_sse or fields.stream
         if self.request_model is None and fields.model is not None:
             self.request_model = fields.model
             if self.span is not None:
                 model = fields.model[: semconv.MAX_IDENTIFIER_CHARS]
                 self.span.set_attribute(semconv.GEN_AI_REQUEST_MODEL, model)
+        if fields.stream and not self.expects_sse:
+            # As if known at send: the span starts then, and a failure before the answer ends it.
+            self.expects_sse = True
+            self.span = self.settings.telemetry.start_span(
+                self._server_attributes(), context=self.context, start_time=self.start_time
+            )
 
     def __enter__(self) -> Watch:
         """Around the client's send: an expected stream's span is current (so the HTTP client

@@ -32,7 +32,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvid
 from yarl import URL
 
 from .. import semconv
-from ..instrumentation._client import RequestFields, RequestScan, get_client
+from ..instrumentation._client import RequestScan, get_client
 from ..instrumentation._observer import Settings, StreamObserver, Watch
 from ..monitor import Limits
 from ..routes import register_host
@@ -279,6 +279,18 @@ class _Exchange:
         except ValueError:
             await self._refuse("bad_path")
             return
+        # RFC 9112 §6.1: a request has a body when it says how it is framed.
+        first: Message | None = None
+        if _header(self._headers, b"transfer-encoding") is not None or length not in (None, "0"):
+            # Its first piece before sending: for most requests it is the whole body, and the
+            # stream's span can start at the send, knowing what was asked.
+            first = await self._receive()
+            if first["type"] == "http.disconnect":
+                self._failed("client_disconnect", 499)
+                return
+            self._scan.feed(first.get("body", b""))
+        else:
+            self._body_done.set()
         accept = _header(self._headers, b"accept")
         watch = app.settings.begin(
             lambda settings: settings.watch(
@@ -287,26 +299,29 @@ class _Exchange:
                 url,
                 url.path,
                 url.query_string,
-                # The body is read as it is sent on: Watch.learned() hears what it said.
-                body=lambda: RequestFields(False, None),
+                # What its first piece said; Watch.learned() hears the rest.
+                body=lambda: self._scan.fields,
                 accept=lambda: accept,
             )
         )
         started = time.monotonic()
         try:
             if watch is None:
-                response = await self._request(url)
+                response = await self._request(url, first)
             else:
                 with watch:
-                    response = await self._request(url)
+                    response = await self._request(url, first)
         except Exception as exc:
-            if watch is not None:
-                watch.learned(self._scan.fields)
             if self._client_gone:
                 self._failed("client_disconnect", 499)
             elif self._too_large:
                 await self._refuse("request_too_large")
             else:
+                if watch is not None and watch.span is None:
+                    # A streaming request the upstream failed before answering: its stream span
+                    # ends as in-process (one already started ended as the send failed).
+                    watch.learned(self._scan.fields)
+                    watch.failed(exc)
                 kind = _before_answer(exc)
                 _LOG.warning(
                     "upstream %s: %s after %.1fs (%s)",
@@ -322,7 +337,7 @@ class _Exchange:
         finally:
             response.close()
 
-    async def _request(self, url: URL) -> aiohttp.ClientResponse:
+    async def _request(self, url: URL, first: Message | None) -> aiohttp.ClientResponse:
         dropped = HOP_BY_HOP | _connection_tokens(self._headers)
         headers = [
             (name.decode("latin-1"), value.decode("latin-1"))
@@ -335,17 +350,17 @@ class _Exchange:
             self._method,
             url,
             headers=headers,
-            data=None if self._method in _BODILESS else self._body(),
+            data=None if first is None else self._body(first),
             allow_redirects=False,
             skip_auto_headers=[name for name in _AUTO_HEADERS if name.lower() not in sent],
         )
 
-    async def _body(self) -> AsyncIterator[bytes]:
-        """The client's body as it arrives: scanned, counted against the limit, never kept."""
+    async def _body(self, message: Message) -> AsyncIterator[bytes]:
+        """The client's body as it arrives, from its first ``message`` (already scanned): the
+        rest scanned, all counted against the limit, none of it kept."""
         limit, sent = self._app.config.max_request_bytes, 0
         try:
             while True:
-                message = await self._receive()
                 if message["type"] == "http.disconnect":
                     self._client_gone = True
                     raise _ClientLeft
@@ -355,10 +370,11 @@ class _Exchange:
                     self._too_large = True
                     raise _RequestTooLarge
                 if piece:
-                    self._scan.feed(piece)
                     yield piece
                 if not message.get("more_body", False):
                     return
+                message = await self._receive()
+                self._scan.feed(message.get("body", b""))
         finally:
             self._body_done.set()
 
@@ -424,7 +440,6 @@ class _Exchange:
 
 
 _SET_BY_PROXY = frozenset({b"host", b"expect"})  # the upstream's host; 100-continue is uvicorn's
-_BODILESS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
 
 
 def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:

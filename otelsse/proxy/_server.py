@@ -4,11 +4,13 @@ OpenTelemetry SDK it exports through, ``/metrics`` on its own port, and the drai
 The engine was measured (``benchmarks/bench_proxy.py``, figures in ``benchmarks/README.md``):
 uvicorn and aiohttp's server cost the same per event and per stream, and uvicorn speaks plain
 ASGI, as the middleware does; aiohttp's client costs 2.5 to 5 times less CPU per event than
-httpx's, so it reads the upstream. Telemetry follows the SDK's environment variables: each signal goes
-over OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` or its own ``..._TRACES_``/``..._METRICS_ENDPOINT``
-is set and ``OTEL_TRACES_EXPORTER``/``OTEL_METRICS_EXPORTER`` is not ``none``, over its
-``..._PROTOCOL`` (``http/protobuf`` unless it says ``grpc``); the resource from
-``OTEL_SERVICE_NAME``/``OTEL_RESOURCE_ATTRIBUTES`` (service name ``otelsse-proxy`` by default).
+httpx's, so it reads the upstream.
+
+Telemetry follows the SDK's environment variables: each signal goes over OTLP when
+``OTEL_EXPORTER_OTLP_ENDPOINT`` or its own ``..._TRACES_``/``..._METRICS_ENDPOINT`` is set and
+``OTEL_TRACES_EXPORTER``/``OTEL_METRICS_EXPORTER`` is not ``none``, over its ``..._PROTOCOL``
+(``http/protobuf`` unless it says ``grpc``); the resource from ``OTEL_SERVICE_NAME`` and
+``OTEL_RESOURCE_ATTRIBUTES`` (service name ``otelsse-proxy`` by default).
 """
 
 from __future__ import annotations

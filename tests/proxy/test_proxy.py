@@ -438,6 +438,13 @@ def test_an_unreachable_upstream_is_a_502() -> None:
         (server,) = proxy.server_spans()
         assert (server.attributes or {})[semconv.ERROR_TYPE] == "upstream_unreachable"
         assert server.status.status_code is StatusCode.ERROR
+        # the streaming request it was: one stream span, as in-process for a connect error
+        (stream,) = proxy.stream_spans()
+        assert (stream.attributes or {})[semconv.OUTCOME] == "truncated"
+        assert (stream.attributes or {})[semconv.GEN_AI_REQUEST_MODEL] == "gpt-4o-mini"
+        assert stream.parent is not None
+        assert stream.parent.span_id == server.context.span_id
+        assert proxy.otel.nonzero_outcomes() == {"truncated": 1}
 
 
 def test_an_upstream_silent_before_its_headers_is_a_504() -> None:
