@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import dataclasses
+import importlib
 import itertools
 import json
 import os
@@ -51,6 +52,20 @@ from .provider import (
     FakeProvider,
     request_for,
 )
+
+# The SDKs import their resources on first use (``client.responses`` imports them), and the jobs
+# run on threads: two threads importing one circular set of modules at once can each be handed
+# the other's half-initialised (CPython breaks the import deadlock that way), leaving the SDK's
+# models with unresolved annotations for the rest of the process (its events then parse as
+# dicts). Imported here, on the importing thread, before any job starts.
+for _module in (
+    "openai.resources.chat.completions",
+    "openai.resources.responses",
+    "openai.lib.streaming.responses",
+    "anthropic.resources.messages",
+    "anthropic.lib.streaming",
+):
+    importlib.import_module(_module)
 
 __all__ = ["DemoOptions", "ListenError", "Summary", "histogram_quantile", "run_demo"]
 
