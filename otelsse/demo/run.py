@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, TextIO
 
+import pydantic
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     HistogramDataPoint,
@@ -54,10 +55,11 @@ from .provider import (
 )
 
 # The SDKs import their resources on first use (``client.responses`` imports them), and the jobs
-# run on threads: two threads importing one circular set of modules at once can each be handed
-# the other's half-initialised (CPython breaks the import deadlock that way), leaving the SDK's
-# models with unresolved annotations for the rest of the process (its events then parse as
-# dicts). Imported here, on the importing thread, before any job starts.
+# run on threads: imported here, on the importing thread, before any job starts. Their pydantic
+# models defer their build to first use, and on Python < 3.13 that build resolves names through
+# the calling frames' locals: run under a tracer (coverage), a ``Response`` there became the
+# field's type and the SDK's Responses events parsed as dicts (seen in CI). Built here instead,
+# where no caller's names can leak in.
 for _module in (
     "openai.resources.chat.completions",
     "openai.resources.responses",
@@ -66,6 +68,10 @@ for _module in (
     "anthropic.lib.streaming",
 ):
     importlib.import_module(_module)
+for _module in ("openai.types.responses", "openai.types.chat", "anthropic.types"):
+    for _model in vars(importlib.import_module(_module)).values():
+        if isinstance(_model, type) and issubclass(_model, pydantic.BaseModel):
+            _model.model_rebuild(raise_errors=False)
 
 __all__ = ["DemoOptions", "ListenError", "Summary", "histogram_quantile", "run_demo"]
 

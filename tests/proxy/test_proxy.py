@@ -396,17 +396,21 @@ def test_a_malformed_request_is_a_400(proxy: RunningProxy, raw: bytes) -> None:
 # -- limits ----------------------------------------------------------------------------------
 
 
-def test_a_body_larger_than_the_limit_is_a_413(provider: FakeProvider) -> None:
-    with start_proxy(proxy_config(provider, max_request_bytes=1000)) as proxy:
-        declared = httpx.post(proxy.url("fake", CHAT), json=chat_body(content="x" * 2000))
+def test_a_body_larger_than_the_limit_is_a_413(recording: RecordingUpstream) -> None:
+    # The upstream answers only once it has read the whole body, as an API does: the proxy's
+    # limit is reached first.
+    with start_proxy(config_for(recording.base(), max_request_bytes=1000)) as proxy:
+        declared = httpx.post(proxy.url("up", CHAT), json=chat_body(content="x" * 2000))
         assert declared.status_code == 413
         assert _error(declared) == "request_too_large"
         pieces = iter([b"{" + b" " * 600, b" " * 600 + b"}"])  # chunked: found while sent
-        streamed = httpx.post(proxy.url("fake", CHAT), content=pieces)
+        streamed = httpx.post(proxy.url("up", CHAT), content=pieces)
         assert streamed.status_code == 413
         assert _error(streamed) == "request_too_large"
-        small = httpx.post(proxy.url("fake", CHAT), json=chat_body(), headers=scenario("complete"))
+        small = httpx.post(proxy.url("up", CHAT), json=chat_body())
         assert small.status_code == 200
+    # only the small one reached the upstream whole
+    assert [json.loads(r.body) for r in recording.received] == [chat_body()]
 
 
 def test_past_max_streams_a_request_gets_a_503_at_once() -> None:
