@@ -1,10 +1,12 @@
-"""What ``otelsse.instrument()`` costs real clients: wall time and memory, instrumented vs not.
+"""What ``otelsse.instrument()`` costs real clients: CPU, wall time and memory, instrumented vs not.
 
 Run from the repository root::
 
     python benchmarks/bench_instrumentation.py            # full run, several minutes on 2 cores
     python benchmarks/bench_instrumentation.py --quick    # a short smoke run, noisier
     python benchmarks/bench_instrumentation.py --json out.json   # results elsewhere
+    # fast iteration on one client: its workloads (and their A/A control), 30 rounds, no memory
+    python benchmarks/bench_instrumentation.py --only anthropic --rounds 30 --no-memory
 
 Results are also written to ``benchmarks/results-instrumentation.json`` (or ``--json PATH``).
 
@@ -14,17 +16,29 @@ messages stream, one HTTP chunk per SSE event as real servers flush them, and sm
 Against it, in one process:
 
 - speed: the openai SDK, the anthropic SDK, a raw httpx + httpx-sse + ``json.loads`` consumer,
-  and plain JSON GET/POST through httpx and requests. Rounds alternate instrumented and
-  uninstrumented runs (``otelsse.instrument()`` before and ``otelsse.uninstrument()`` after each
-  instrumented run, outside the timer, which then checks that the patched methods are the
-  clients' own again; the order within a round flips every round). The figure is the median
-  over rounds; the ratio is the median of per-round ratios.
+  and plain JSON GET/POST through httpx and requests. A round runs a workload once instrumented
+  and once not, back to back (``otelsse.instrument()`` before and ``otelsse.uninstrument()``
+  after the instrumented run, outside the timer, which then checks that the patched methods are
+  the clients' own again; the order within a round flips every round). Each run records wall
+  time and this process's CPU time (``time.process_time_ns``: the server is another process,
+  so it is not counted). A goal is judged on the median of the per-round CPU ratios
+  (instrumented / uninstrumented): pairing cancels the drift of a shared machine, and CPU time
+  leaves out the time spent waiting for a core. The per-round ratios' p10, p25, p50, p75 and
+  p90 are reported for CPU and wall (percentiles by linear interpolation between closest
+  ranks). Two A/A controls, an anthropic SDK stream and a plain httpx GET, run the same pairing
+  with nothing instrumented on either side: their p10-p90 band is the method's noise floor,
+  printed beside each goal of the same kind (stream or request).
 - memory: 1,000 concurrent open streams through ``httpx.AsyncClient``, held open after 100 and
   after 2,000 events, traced by ``tracemalloc``; bytes per stream instrumented minus not.
 
 Every run is checked: the application's result equals the expected text or payload, and an
 instrumented run ended exactly the expected ``otelsse.stream`` spans with the expected outcome
 and event count (an uninstrumented run ended none), so neither side can look fast by doing less.
+
+``--only SUBSTRING`` (repeatable or comma-separated, any case) runs the workloads whose name
+contains one of them, plus the A/A control of each selected workload's kind, so that every goal
+still has its noise floor beside it; ``--rounds N`` runs exactly N rounds per workload;
+``--no-memory`` skips the memory part.
 """
 
 from __future__ import annotations
@@ -35,6 +49,7 @@ import contextlib
 import gc
 import inspect
 import json
+import math
 import os
 import platform
 import random
@@ -42,7 +57,7 @@ import statistics
 import sys
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +90,7 @@ PROMPT: list[Any] = [{"role": "user", "content": "Write a long answer."}]
 # so nothing is pending at the measurement whatever the chunking.
 HOLD_PIECE = 16 * 1024
 US = "\u00b5s"  # micro sign, spelled out so the source stays ASCII
+PERCENTILES = (10, 25, 50, 75, 90)  # of the per-round paired ratios
 
 # ---------------------------------------------------------------------------------------------
 # Bodies: generated here, in the shape of the recorded OpenAI and Anthropic streams
@@ -385,7 +401,7 @@ class Telemetry:
 @dataclass
 class Workload:
     name: str
-    goal: float | None  # instrumented / uninstrumented wall time must be <= this; None: none
+    goal: float | None  # median per-round CPU ratio must be <= this; None: no goal
     run: Callable[[], object]
     expected: object  # what run() returns: the assembled text, or the parsed payloads
     body: Body | None = None  # the SSE body streamed once per run; None: plain requests
@@ -469,14 +485,23 @@ def speed_workloads(url: str, stack: contextlib.ExitStack, requests_per_run: int
     return [
         Workload("openai SDK stream", 1.03, openai_sdk, chat.text, chat),
         Workload("anthropic SDK stream", 1.10, anthropic_sdk, messages.text, messages),
-        Workload("httpx + httpx-sse + json.loads", 1.5, raw_httpx_sse, chat.text, chat),
+        Workload("httpx + httpx-sse + json.loads", 1.20, raw_httpx_sse, chat.text, chat),
+        # The method's noise floor, for streams and for requests: the same pairing and
+        # statistics with nothing instrumented on either side.
+        Workload(
+            "anthropic SDK stream, A/A control",
+            None,
+            anthropic_sdk,
+            messages.text,
+            messages,
+            control=True,
+        ),
         *(
             Workload(
                 name, 1.01, repeat(call), [expected] * requests_per_run, None, requests_per_run
             )
             for name, call, expected in plain
         ),
-        # The method's noise floor: the same pairing and statistics with nothing instrumented.
         Workload(
             f"{plain[0][0]}, A/A control",
             None,
@@ -487,6 +512,30 @@ def speed_workloads(url: str, stack: contextlib.ExitStack, requests_per_run: int
             control=True,
         ),
     ]
+
+
+def select_workloads(workloads: list[Workload], only: list[str]) -> list[Workload]:
+    """The workloads whose name contains one of ``only`` (any case), and the A/A control of each
+    selected workload's kind (stream or request), so every goal keeps its noise floor; all of
+    them if ``only`` is empty."""
+    if not only:
+        return workloads
+    wanted = {w.name for w in workloads if any(s.lower() in w.name.lower() for s in only)}
+    if not wanted:
+        names = "; ".join(w.name for w in workloads)
+        raise SystemExit(f"--only {','.join(only)}: no workload matches. Workloads: {names}")
+    kinds = {w.unit for w in workloads if w.name in wanted}
+    return [w for w in workloads if w.name in wanted or (w.control and w.unit in kinds)]
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The ``p``-th percentile by linear interpolation between closest ranks (numpy's default):
+    within the samples, defined from one sample up; p50 is the median."""
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * p / 100
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def monitor_alone_us(body: Body, repeats: int) -> float:
@@ -517,61 +566,84 @@ class SpeedResult:
     def rounds(self) -> int:
         return len(self.wall[True])
 
-    def median_ms(self, instrumented: bool) -> float:
-        return statistics.median(self.wall[instrumented]) / 1e6
+    def median_ms(self, samples: dict[bool, list[int]], instrumented: bool) -> float:
+        return statistics.median(samples[instrumented]) / 1e6
 
     def ratios(self, samples: dict[bool, list[int]]) -> list[float]:
+        """Per-round ratios: both runs of a round are back to back, so drift cancels."""
         return [i / p for i, p in zip(samples[True], samples[False], strict=True)]
 
-    @property
-    def wall_ratio(self) -> float:
-        """Median of per-round ratios: both runs of a round are back to back."""
-        return statistics.median(self.ratios(self.wall))
+    def percentiles(self, samples: dict[bool, list[int]]) -> dict[int, float]:
+        ratios = self.ratios(samples)
+        return {p: percentile(ratios, p) for p in PERCENTILES}
 
     @property
     def cpu_ratio(self) -> float:
-        return statistics.median(self.ratios(self.cpu))
+        """The goal's figure: median of per-round CPU ratios."""
+        return percentile(self.ratios(self.cpu), 50)
+
+    @property
+    def wall_ratio(self) -> float:
+        return percentile(self.ratios(self.wall), 50)
 
     @property
     def min_ratio(self) -> float:
-        """Fastest instrumented run / fastest uninstrumented run: load on the machine only ever
-        adds time, so this is the least disturbed estimate (a cross-check, not the goal's)."""
+        """Fastest instrumented run / fastest uninstrumented run, wall: load on the machine only
+        ever adds time, so this is the least disturbed wall estimate (a cross-check)."""
         return min(self.wall[True]) / min(self.wall[False])
-
-    def ratio_quartiles(self) -> tuple[float, float]:
-        q = statistics.quantiles(self.ratios(self.wall), n=4)
-        return q[0], q[2]
 
     def added_us(self, samples: dict[bool, list[int]]) -> float:
         """Median per-round added time, per stream or request, in microseconds."""
         added = [i - p for i, p in zip(samples[True], samples[False], strict=True)]
         return statistics.median(added) / 1e3 / self.workload.per_run
 
+    def cpu_us_per_event(self) -> dict[str, float] | None:
+        """CPU per stream divided by its events: each mode's median, and the median per-round
+        added; None for plain requests."""
+        body = self.workload.body
+        if body is None:
+            return None
+        divisor = 1e3 * len(body.events) * self.workload.per_run  # ns per run -> us per event
+        return {
+            "uninstrumented": statistics.median(self.cpu[False]) / divisor,
+            "instrumented": statistics.median(self.cpu[True]) / divisor,
+            "added": self.added_us(self.cpu) / len(body.events),
+        }
+
     @property
     def met(self) -> bool | None:
         goal = self.workload.goal
-        return None if goal is None else self.wall_ratio <= goal
+        return None if goal is None else self.cpu_ratio <= goal
 
     def to_json(self) -> dict[str, Any]:
         w = self.workload
-        low, high = self.ratio_quartiles()
+        wall_p, cpu_p = self.percentiles(self.wall), self.percentiles(self.cpu)
         return {
             "workload": w.name,
+            "control": w.control,
             "per_run": f"{w.per_run} {w.unit}(s)",
             "events_per_stream": len(w.body.events) if w.body else None,
             "rounds": self.rounds,
             "median_ms": {
-                "uninstrumented": self.median_ms(False),
-                "instrumented": self.median_ms(True),
+                "uninstrumented": self.median_ms(self.wall, False),
+                "instrumented": self.median_ms(self.wall, True),
             },
-            "ratio_wall": self.wall_ratio,
-            "ratio_wall_p25_p75": [low, high],
-            "ratio_of_minimums": self.min_ratio,
+            "median_cpu_ms": {
+                "uninstrumented": self.median_ms(self.cpu, False),
+                "instrumented": self.median_ms(self.cpu, True),
+            },
             "ratio_cpu": self.cpu_ratio,
+            "ratio_cpu_percentiles": {f"p{p}": v for p, v in cpu_p.items()},
+            "ratio_wall": self.wall_ratio,
+            "ratio_wall_percentiles": {f"p{p}": v for p, v in wall_p.items()},
+            "ratio_wall_p25_p75": [wall_p[25], wall_p[75]],
+            "ratio_of_minimums": self.min_ratio,
             f"added_wall_us_per_{w.unit}": self.added_us(self.wall),
             f"added_cpu_us_per_{w.unit}": self.added_us(self.cpu),
+            "cpu_us_per_event": self.cpu_us_per_event(),
             "monitor_alone_cpu_us_per_stream": self.monitor_us,
             "goal": w.goal,
+            "judged_on": "ratio_cpu",
             "met": self.met,
             "samples_ns": {
                 "uninstrumented_wall": self.wall[False],
@@ -614,7 +686,7 @@ def measure_speed(
             result.wall[instrumented].append(wall)
             result.cpu[instrumented].append(cpu)
         rnd += 1
-    if workload.body is not None:
+    if workload.body is not None and not workload.control:
         result.monitor_us = monitor_alone_us(workload.body, max(5, min_rounds))
     return result
 
@@ -751,40 +823,108 @@ def _verdict(met: bool | None) -> str:
     return "INFO" if met is None else "MET" if met else "NOT MET"
 
 
-def _speed_goal(r: SpeedResult) -> dict[str, Any]:
+def _band(percentiles: dict[int, float], low: int, high: int) -> str:
+    return f"{percentiles[low]:.3f}-{percentiles[high]:.3f}"
+
+
+def _speed_goal(r: SpeedResult, controls: dict[str, SpeedResult]) -> dict[str, Any]:
+    """A goal row: judged on the CPU median; wall and the A/A control's CPU band beside it."""
     w = r.workload
     sides = "uninstrumented / uninstrumented" if w.control else "instrumented / uninstrumented"
+    cpu, wall = r.percentiles(r.cpu), r.percentiles(r.wall)
+    control = None if w.control else controls.get(w.unit)
+    noise_floor = None
+    if control is not None:
+        floor = control.percentiles(control.cpu)
+        noise_floor = {
+            "control": control.workload.name,
+            "cpu_ratio_p10_p90": [floor[10], floor[90]],
+        }
     return {
-        "goal": f"{w.name}: {sides} wall time",
+        "goal": f"{w.name}: {sides} CPU time, median of per-round ratios",
+        "workload": w.name,
         "target": "none: reported only" if w.goal is None else f"<= {w.goal:.2f}x",
-        "value": r.wall_ratio,
-        "text": f"{r.wall_ratio:.3f}x",
+        "value": cpu[50],
+        "text": f"CPU {cpu[50]:.3f}x (p10-p90 {_band(cpu, 10, 90)}), wall {wall[50]:.3f}x",
+        "cpu_ratio_p10_p90": [cpu[10], cpu[90]],
+        "wall_ratio": wall[50],
+        "noise_floor": noise_floor,
         "met": r.met,
     }
 
 
 def print_speed(results: list[SpeedResult]) -> None:
-    header = (
-        f"{'workload':<32} {'per run':<19} {'rounds':>6} {'plain ms':>8} {'instr ms':>8} "
-        f"{'ratio':>7} {'p25-p75':>13} {'min/min':>7} {'CPU':>7} {'+wall ' + US:>11} "
-        f"{'+CPU ' + US:>10} {'monitor':>8} {'goal':>6}  verdict"
+    per_unit = f"added {US}, per s or r"
+    groups = (
+        f"{'':<33} {'':>6} {'CPU ms, median':^17} {'CPU ratio, per round':^31} {'wall':>7} "
+        f"{per_unit:^23}"
     )
+    header = (
+        f"{'workload':<33} {'rounds':>6} {'plain':>8} {'instr':>8} {'p50':>7} {'p25-p75':>11} "
+        f"{'p10-p90':>11} {'p50':>7} {'CPU':>11} {'wall':>11} {'goal':>6}  verdict"
+    )
+    print(groups.rstrip())
     print(header)
     print("-" * len(header))
     for r in results:
         w = r.workload
-        per_run = f"{w.per_run} {w.unit}" + ("s" if w.per_run > 1 else "")
-        if w.body is not None:
-            per_run += f", {len(w.body.events):,} ev"
-        low, high = r.ratio_quartiles()
-        monitor = "" if r.monitor_us is None else f"{r.monitor_us:,.0f}"
+        cpu = r.percentiles(r.cpu)
+        unit = f"/{w.unit[0]}"
+        verdict = "control" if w.control else _verdict(r.met)
         print(
-            f"{w.name:<32} {per_run:<19} {r.rounds:>6} {r.median_ms(False):>8.2f} "
-            f"{r.median_ms(True):>8.2f} {r.wall_ratio:>6.3f}x {low:>6.3f}-{high:<6.3f} "
-            f"{r.min_ratio:>6.3f}x {r.cpu_ratio:>6.3f}x {r.added_us(r.wall):>9,.1f}/{w.unit[0]} "
-            f"{r.added_us(r.cpu):>8,.1f}/{w.unit[0]} {monitor:>8} {_goal_text(w.goal):>6}  "
-            f"{_verdict(r.met)}"
+            f"{w.name:<33} {r.rounds:>6} {r.median_ms(r.cpu, False):>8.2f} "
+            f"{r.median_ms(r.cpu, True):>8.2f} {cpu[50]:>6.3f}x {_band(cpu, 25, 75):>11} "
+            f"{_band(cpu, 10, 90):>11} {r.wall_ratio:>6.3f}x {r.added_us(r.cpu):>9,.1f}{unit} "
+            f"{r.added_us(r.wall):>9,.1f}{unit} {_goal_text(w.goal):>6}  {verdict}"
         )
+
+
+def print_per_event(results: list[SpeedResult]) -> None:
+    """Stream workloads' CPU per event: what a token costs the client, with and without."""
+    streams = [r for r in results if r.workload.body is not None]
+    if not streams:
+        return
+    print(
+        "CPU per event, stream workloads: median CPU per stream / its events; added = median "
+        "per-round added CPU / events;\nmonitor alone = StreamMonitor fed the same events, one "
+        "read each with a perf_counter(), as the observer feeds it"
+    )
+    header = (
+        f"{'workload':<33} {'events':>6} {'plain ' + US + '/ev':>12} {'instr ' + US + '/ev':>12} "
+        f"{'added ' + US + '/ev':>12} {'monitor alone ' + US + '/ev':>20}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in streams:
+        assert r.workload.body is not None
+        events = len(r.workload.body.events)
+        per_event = r.cpu_us_per_event()
+        assert per_event is not None
+        monitor = "" if r.monitor_us is None else f"{r.monitor_us / events:.2f}"
+        print(
+            f"{r.workload.name:<33} {events:>6,} {per_event['uninstrumented']:>12.2f} "
+            f"{per_event['instrumented']:>12.2f} {per_event['added']:>12.2f} {monitor:>20}"
+        )
+
+
+def print_goals(rows: list[dict[str, Any]]) -> None:
+    print(
+        "Goals: instrumented / uninstrumented client CPU time, median of per-round ratios (the "
+        "verdict), its p10-p90 and the wall median\nbeside it; A/A floor = the A/A control of "
+        "the same kind (stream or request): its CPU p10-p90, the method's noise"
+    )
+    for g in rows:
+        if "workload" not in g:  # the memory goal
+            print(f"  [{_verdict(g['met']):>7}] {g['goal']}: {g['text']} (goal {g['target']})")
+            continue
+        floor = g["noise_floor"]
+        band = ""
+        if floor is not None:
+            low, high = floor["cpu_ratio_p10_p90"]
+            band = f"A/A floor {low:.3f}-{high:.3f}"
+        goal = "" if g["met"] is None else f"goal {g['target']}"
+        line = f"  [{_verdict(g['met']):>7}] {g['workload']:<33} {g['text']:<48} {goal:<14} {band}"
+        print(line.rstrip())
 
 
 def memory_summary(points: list[MemoryPoint]) -> dict[str, Any]:
@@ -858,9 +998,46 @@ def print_memory(summary: dict[str, Any]) -> None:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def memory_goal(summary: dict[str, Any]) -> dict[str, Any]:
+    growth = summary["growth_bytes_per_extra_event"]
+    first, last = summary["rows"][0], summary["rows"][-1]
+    return {
+        "goal": f"memory added per open stream, {last['events']:,} vs {first['events']:,} "
+        "events read",
+        "target": "O(1): < 1 B per extra event",
+        "value": growth,
+        "text": f"{first['added_bytes_per_stream']:,.0f} B vs "
+        f"{last['added_bytes_per_stream']:,.0f} B ({growth:+.2f} B/event)",
+        "met": growth < 1.0,
+    }
+
+
+def _positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n}: at least 1")
+    return n
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--quick", action="store_true", help="short smoke run (noisier)")
+    ap.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="SUBSTRING",
+        help="run only the workloads whose name contains SUBSTRING (any case; repeatable or "
+        "comma-separated), plus the A/A control of each selected workload's kind (stream or "
+        "request) for the noise floor",
+    )
+    ap.add_argument(
+        "--rounds",
+        type=_positive,
+        metavar="N",
+        help="exactly N interleaved rounds per workload (default: as many as fit a time budget)",
+    )
+    ap.add_argument("--no-memory", action="store_true", help="skip the memory part")
     ap.add_argument(
         "--json",
         default=str(Path(__file__).resolve().parent / "results-instrumentation.json"),
@@ -869,6 +1046,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the child process
     args = ap.parse_args(argv)
+    args.only = [part.strip() for arg in args.only for part in arg.split(",") if part.strip()]
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.serve:
         asyncio.run(_serve())
         return 0
@@ -878,7 +1061,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         budget, min_rounds, max_rounds, requests_per_run = 25.0, 15, 201, 50
         memory_streams, memory_repeats = 1000, 2
+    if args.rounds is not None:
+        min_rounds = max_rounds = args.rounds
     prefixes = (100, DELTAS)
+    options = {"only": args.only, "rounds": args.rounds, "memory": not args.no_memory}
 
     env = environment()
     print(
@@ -887,33 +1073,42 @@ def main(argv: list[str] | None = None) -> int:
         + " ".join(f"{x:.2f}" for x in env["load_average_at_start"])
     )
     print(", ".join(f"{k} {v}" for k, v in env["versions"].items()))
-    print(f"mode: {'quick' if args.quick else 'full'}")
+    print(
+        f"mode: {'quick' if args.quick else 'full'}; only: {', '.join(args.only) or 'all'}; "
+        f"rounds: {args.rounds or f'{min_rounds}-{max_rounds}, {budget:g} s budget'}; "
+        f"memory: {'no' if args.no_memory else 'yes'}"
+    )
     print(
         "server: asyncio HTTP/1.1 in a child process, one HTTP chunk per SSE event; telemetry: "
         "SDK TracerProvider + BatchSpanProcessor(InMemorySpanExporter), MeterProvider + "
-        "InMemoryMetricReader\nfigures: median wall time over rounds; ratio = instrumented / "
-        "uninstrumented wall time, median of per-round ratios (p25-p75 of those ratios);\n"
-        "min/min = fastest instrumented run / fastest uninstrumented run; CPU = ratio of this "
-        "process's CPU time;\n+wall, +CPU = median per-round added time per stream (s) or "
-        f"request (r); monitor = StreamMonitor alone on the same events, CPU {US} per stream"
+        "InMemoryMetricReader\nfigures: a round = one instrumented and one uninstrumented run, "
+        "back to back; CPU = this process's CPU time (the server's is not counted);\n"
+        "CPU ms = median per mode per run; CPU ratio = instrumented / uninstrumented per round: "
+        "p50 (the goals' figure), p25-p75, p10-p90;\nwall p50 = the same ratio on wall time; "
+        f"added = median per-round added CPU / wall time per stream (s) or request (r), {US}; "
+        f"request runs: {requests_per_run} requests each"
     )
     print()
 
     started = time.perf_counter()
     telemetry = Telemetry()
+    points: list[MemoryPoint] = []
     with server_process() as url, contextlib.ExitStack() as stack:
-        workloads = speed_workloads(url, stack, requests_per_run)
+        workloads = select_workloads(speed_workloads(url, stack, requests_per_run), args.only)
         gc.collect()
         gc.freeze()  # keep collections between and inside runs cheap, as in bench_parsers
         results = []
         for workload in workloads:
-            results.append(measure_speed(workload, telemetry, budget, min_rounds, max_rounds))
+            r = measure_speed(workload, telemetry, budget, min_rounds, max_rounds)
+            results.append(r)
             print(
-                f"  measured {workload.name} ({time.perf_counter() - started:.0f} s)",
+                f"  measured {workload.name} ({time.perf_counter() - started:.0f} s): "
+                f"CPU {r.cpu_ratio:.3f}x, wall {r.wall_ratio:.3f}x",
                 file=sys.stderr,
             )
         gc.unfreeze()
-        points = measure_memory(url, telemetry, memory_streams, prefixes, memory_repeats)
+        if not args.no_memory:
+            points = measure_memory(url, telemetry, memory_streams, prefixes, memory_repeats)
     errors = telemetry.instrumentation_errors()
     telemetry.shutdown()
     elapsed = time.perf_counter() - started
@@ -921,34 +1116,26 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print_speed(results)
     print()
-    print(
-        f"Memory: {memory_streams:,} concurrent streams (httpx.AsyncClient, POST "
-        "/v1/chat/completions stream=true), held open once each has read its first N events;\n"
-        "tracemalloc traced from just before opening them until all are open, after gc.collect(); "
-        "median over repeats"
-    )
-    summary = memory_summary(points)
-    print_memory(summary)
+    print_per_event(results)
+    summary = None
+    if points:
+        print()
+        print(
+            f"Memory: {memory_streams:,} concurrent streams (httpx.AsyncClient, POST "
+            "/v1/chat/completions stream=true), held open once each has read its first N "
+            "events;\ntracemalloc traced from just before opening them until all are open, "
+            "after gc.collect(); median over repeats"
+        )
+        summary = memory_summary(points)
+        print_memory(summary)
     print(f"\notelsse.instrumentation.errors over the whole run: {errors:g}")
 
-    goal_rows = [_speed_goal(r) for r in results]
-    growth = summary["growth_bytes_per_extra_event"]
-    first, last = summary["rows"][0], summary["rows"][-1]
-    goal_rows.append(
-        {
-            "goal": f"memory added per open stream, {last['events']:,} vs {first['events']:,} "
-            "events read",
-            "target": "O(1): < 1 B per extra event",
-            "value": growth,
-            "text": f"{first['added_bytes_per_stream']:,.0f} B vs "
-            f"{last['added_bytes_per_stream']:,.0f} B ({growth:+.2f} B/event)",
-            "met": growth < 1.0,
-        }
-    )
+    controls = {r.workload.unit: r for r in results if r.workload.control}
+    goal_rows = [_speed_goal(r, controls) for r in results]
+    if summary is not None:
+        goal_rows.append(memory_goal(summary))
     print()
-    print("Goals")
-    for g in goal_rows:
-        print(f"  [{_verdict(g['met']):>7}] {g['goal']}: {g['text']} (goal {g['target']})")
+    print_goals(goal_rows)
     env["load_average_at_end"] = os.getloadavg()
     print(
         f"\ntotal time: {elapsed:.0f} s; load average at end "
@@ -958,7 +1145,10 @@ def main(argv: list[str] | None = None) -> int:
     payload = {
         "environment": env,
         "mode": "quick" if args.quick else "full",
-        "statistic": "median over interleaved rounds; ratios: median of per-round ratios",
+        "options": options,
+        "statistic": "per-round paired ratios, instrumented / uninstrumented, of client CPU "
+        "time (the goals' figure: their median) and of wall time; percentiles p10-p90 by "
+        "linear interpolation; absolute figures: median over interleaved rounds",
         "elapsed_s": elapsed,
         "speed": [r.to_json() for r in results],
         "memory": summary,
