@@ -35,6 +35,7 @@ import asyncio
 import atexit
 import gc
 import gzip
+import importlib
 import json
 import logging
 import os
@@ -56,6 +57,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import StatusCode
 
 from otelsse import semconv
+from otelsse.instrumentation import _httpx
 from otelsse.monitor import StreamMonitor
 from otelsse.telemetry import Telemetry as OtelsseTelemetry
 from tests import _clients
@@ -581,7 +583,10 @@ def describe(client: Client, response: Any) -> dict[str, Any]:
         )
         body_is = isinstance(response.stream, stream_type)
         raw_is_io = None
+        # What the anthropic SDK asks of the body on every event (its tracing wrapper's hook).
+        probed = getattr(response.stream, "stream_observer", None)
     return {
+        "probed": None if client.library == "requests" else probed,
         "type": type(response),
         "body stream isinstance": body_is,
         "raw readable": raw_is_io,
@@ -620,6 +625,26 @@ def test_the_response_keeps_its_type_stream_type_headers_and_request(
     assert ("content-type", "text/event-stream") in seen["headers"]
     assert seen["request"] == ("POST", url)
     ended_once(otel, "complete")  # the tap was in place all along
+
+
+@pytest.mark.parametrize("library", ["httpx", "httpx2"])
+@pytest.mark.parametrize("present", [True, False])
+def test_the_tap_answers_an_sdk_s_probe_as_its_stream_would(library: str, present: bool) -> None:
+    # The anthropic SDK wraps the body to end its own span and looks for the wrapper's
+    # ``stream_observer`` per event: a tap under that wrapper must show it, and show None
+    # (getattr's default) where the stream has none.
+    module = importlib.import_module(library)
+    observer = object()
+
+    class Body(module.SyncByteStream, module.AsyncByteStream):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            if present:
+                self.stream_observer = observer
+
+    for tap in (_httpx._SyncStreamTap, _httpx._AsyncStreamTap):
+        tapped = tap(Body(), None)  # type: ignore[arg-type]
+        assert getattr(tapped, "stream_observer", None) is (observer if present else None)
+        assert isinstance(tapped, Body)
 
 
 def test_uninstrument_takes_otelsse_out_and_instrument_puts_it_back_once(
