@@ -138,15 +138,18 @@ class RequestFields(NamedTuple):
 def request_fields(body: object) -> RequestFields:
     """``stream`` and ``model`` of a JSON request body, read without parsing it: two regular
     expression searches over the bytes (the body may be megabytes of messages)."""
-    if isinstance(body, dict):
+    if type(body) is bytes:  # what every client holds: no conversion, no copy
+        data = body
+    elif isinstance(body, dict):
         model = body.get("model")
         model = model if isinstance(model, str) and 0 < len(model) <= 256 else None
         return RequestFields(body.get("stream") is True, model)
-    if isinstance(body, str):
-        body = body.encode("utf-8", "replace")
-    if not isinstance(body, (bytes, bytearray, memoryview)):
+    elif isinstance(body, str):
+        data = body.encode("utf-8", "replace")
+    elif isinstance(body, (bytes, bytearray, memoryview)):
+        data = bytes(body)
+    else:
         return RequestFields(False, None)
-    data = bytes(body)
     stream = b'"stream"' in data and _STREAM_TRUE.search(data) is not None
     found = _MODEL.search(data) if b'"model"' in data else None
     return RequestFields(stream, None if found is None else _json_string(found.group(1)))
@@ -181,6 +184,11 @@ class RequestScan:
 
 
 def _json_string(raw: bytes) -> str | None:
+    if b"\\" not in raw:  # no escape (nearly every model name): the bytes are the text
+        try:
+            return raw.decode("utf-8", "surrogatepass")  # as json.loads decodes bytes
+        except UnicodeDecodeError:
+            return None
     try:
         value = json.loads(b'"' + raw + b'"')
     except ValueError:

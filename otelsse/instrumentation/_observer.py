@@ -20,6 +20,7 @@ import re
 import time
 import weakref
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from opentelemetry import context as otel_context
@@ -53,10 +54,16 @@ __all__ = [
 #: ``beside`` leaves to it what it owns; ``attach`` also copies otelsse's own stream-integrity
 #: attributes onto it, when it is still open at the stream's end.
 GenAISpan = Literal["beside", "attach"]
-#: Set in the context while a watched request is being sent.
-_SENDING = otel_context.create_key("otelsse-sending")
+#: True while a watched request is being sent (a context variable of its own: cheaper than a
+#: value in the OpenTelemetry context, which only a span needs).
+_SENDING: ContextVar[bool] = ContextVar("otelsse_sending", default=False)
 #: Attribute keys that mark a span as a GenAI call (``gen_ai.system`` before semconv v1.37).
 _GENAI_MARKS = (semconv.GEN_AI_OPERATION_NAME, semconv.GEN_AI_PROVIDER_NAME, "gen_ai.system")
+#: Reads an observer keeps, each with its clock reading, before replaying them into the monitor
+#: at once: running the monitor between every two reads of the application's own code costs
+#: about twice what it costs in a run. Bounded by count and by bytes (the memory a stream holds).
+DEFERRED_READS = 32
+DEFERRED_BYTES = 16 * 1024
 
 
 class URL(Protocol):
@@ -86,7 +93,7 @@ class Settings:
         request alone (instrumentation suppressed, URL excluded, or otelsse failed: counted)."""
         # A client sending on behalf of another watched one (httpx on LiteLLM's aiohttp
         # transport) is the same request: only the outermost client observes it.
-        if not is_instrumentation_enabled() or otel_context.get_value(_SENDING):
+        if _SENDING.get() or not is_instrumentation_enabled():
             return None
         try:
             return make(self, *args)
@@ -149,6 +156,7 @@ class Watch:
     """A request otelsse may observe, from send until its response headers arrive."""
 
     __slots__ = (
+        "_sending",
         "_token",
         "client",
         "context",
@@ -186,18 +194,22 @@ class Watch:
         # A process forked from this one inherits the watch and its stream; they stay ours.
         self.pid = os.getpid()
         self.context: Context = otel_context.get_current()
-        # Another instrumentation's GenAI span around this call (openai-v2, anthropic's own).
+        # Another instrumentation's GenAI span around this call (openai-v2, anthropic's own):
+        # looked for only once the call is known to stream, as most requests never do.
         self.neighbour: Span | None = None
         self.neighbour_scope = ""
         self.owned: frozenset[str] = frozenset()
+        self.span: Span | None = None
+        if expects_sse:
+            self._find_neighbour()
+            self.span = settings.telemetry.start_span(self._server_attributes())
+
+    def _find_neighbour(self) -> None:
         parent = trace.get_current_span(self.context)
         found = genai_neighbour(parent)
         if found is not None:
             self.neighbour = parent
             self.neighbour_scope, self.owned = found
-        self.span: Span | None = None
-        if expects_sse:
-            self.span = settings.telemetry.start_span(self._server_attributes())
 
     def _server_attributes(self) -> dict[str, Any]:
         """What is known before the response: set at the span's start, where samplers see it."""
@@ -233,6 +245,7 @@ class Watch:
         if fields.stream and not self.expects_sse:
             # As if known at send: the span starts then, and a failure before the answer ends it.
             self.expects_sse = True
+            self._find_neighbour()
             self.span = self.settings.telemetry.start_span(
                 self._server_attributes(), context=self.context, start_time=self.start_time
             )
@@ -241,16 +254,18 @@ class Watch:
         """Around the client's send: an expected stream's span is current (so the HTTP client
         span nests under it), an exception before any response ends it, and a client the send
         runs on knows it is not the first to watch this request."""
-        context = otel_context.set_value(_SENDING, True, self.context)
+        self._sending: Token[bool] = _SENDING.set(True)
+        self._token = None
         if self.span is not None:
-            context = trace.set_span_in_context(self.span, context)
-        self._token = otel_context.attach(context)
+            self._token = otel_context.attach(trace.set_span_in_context(self.span, self.context))
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, _tb: object
     ) -> None:
-        otel_context.detach(self._token)
+        if self._token is not None:
+            otel_context.detach(self._token)
+        _SENDING.reset(self._sending)
         if self.span is not None and error is not None:
             self.failed(error)
 
@@ -262,10 +277,13 @@ class Watch:
         """
         client = self.client
         try:
+            headers = client.headers(response)
+            if not self.expects_sse and not is_event_stream(headers.get("content-type")):
+                return  # most responses: nothing more to look at
             body = client.consumed_body(response)
             observer = self.response(
                 client.status(response),
-                client.headers(response),
+                headers,
                 body_decoded=body is not None or not client.taps_coded_body,
             )
             if observer is None:
@@ -306,8 +324,10 @@ class Watch:
         tap sees the body after content-decoding (else the observer decodes it).
         """
         content_type = headers.get("content-type")
-        if not self.expects_sse and not is_event_stream(content_type):
-            return None
+        if not self.expects_sse:
+            if not is_event_stream(content_type):
+                return None
+            self._find_neighbour()
         route = self._route_name()
         span_attributes = self._server_attributes()
         span_attributes[semconv.HTTP_RESPONSE_STATUS_CODE] = status
@@ -347,9 +367,13 @@ class StreamObserver:
     __slots__ = (
         "_active_attributes",
         "_decoder",
+        "_deferred",
+        "_deferred_at",
+        "_deferred_bytes",
         "_ended",
         "_finalizer",
         "_limits",
+        "_now",
         "_parsing",
         "_pid",
         "_span",
@@ -392,6 +416,11 @@ class StreamObserver:
         self._span_attributes = span_attributes
         self._pid = watch.pid
         self._decoder: ContentDecoder | None = None  # set by decode_as() for coded bodies
+        # Reads not yet given to the monitor, and when each arrived (see DEFERRED_READS).
+        self._deferred: list[bytes] = []
+        self._deferred_at: list[float] = []
+        self._deferred_bytes = 0
+        self._now = 0.0  # the clock reading of the read being decoded (_feed_decoded)
         self._ended = False
         self.broken = False
         # False once the monitor can use no more of a coded body: its parser stopped at a
@@ -422,32 +451,55 @@ class StreamObserver:
             self.broken = True
 
     def feed(self, chunk: bytes) -> None:
-        """The application just read ``chunk``. Never raises."""
-        if self.broken or self._ended or not self._parsing:
+        """The application just read ``chunk``. Never raises.
+
+        The read is kept with its clock reading and replayed into the monitor with the next
+        ones (``DEFERRED_READS``/``DEFERRED_BYTES``) or at the stream's end, whichever comes
+        first: timings and outcome are those of feeding each read as it came.
+        """
+        if self._ended:
             return
+        deferred = self._deferred
+        deferred.append(chunk)
+        self._deferred_at.append(time.perf_counter())
+        self._deferred_bytes += len(chunk)
+        if len(deferred) >= DEFERRED_READS or self._deferred_bytes >= DEFERRED_BYTES:
+            self._replay()
+
+    def _replay(self) -> None:
+        """Give the monitor the reads kept so far, each with its own clock reading."""
+        chunks, times = self._deferred, self._deferred_at
+        self._deferred, self._deferred_at, self._deferred_bytes = [], [], 0
+        if self.broken or not self._parsing:
+            return
+        monitor, tape, decoder = self.monitor, self._tape, self._decoder
+        now = 0.0
         try:
-            if self._decoder is None:
+            if decoder is None:
                 # Every chunk is counted, even once parsing stopped: bytes_received is the
                 # application's whole read.
-                now = time.perf_counter()
-                self.monitor.feed(chunk, now)
-                if self._tape is not None:
-                    self._tape.write(chunk, now)
+                feed = monitor.feed
+                for chunk, now in zip(chunks, times, strict=True):
+                    feed(chunk, now)
+                    if tape is not None:
+                        tape.write(chunk, now)
             else:
-                self._decoder.write(chunk)
+                for chunk, now in zip(chunks, times, strict=True):
+                    self._now = now
+                    decoder.write(chunk)
         except _ParsingStopped:
             self._parsing = False
             self._decoder = None
         except CorruptContent:
-            # The peer's fault, not otelsse's: the stream ends here, as it does for an
+            # The peer's fault, not otelsse's: the stream ends at that read, as it does for an
             # application whose client decodes the body and raises.
-            self.finish("transport")
+            self._end(now, "transport", None)
         except Exception as exc:
             self.broken = True
             self._telemetry.count_error(exc, "feed")
 
     def _feed_decoded(self, piece: bytes) -> None:
-        monitor, now = self.monitor, time.perf_counter()
+        monitor, now = self.monitor, self._now
         monitor.feed(piece, now)
         if self._tape is not None:
             self._tape.write(piece, now)
@@ -464,6 +516,14 @@ class StreamObserver:
         when the caller knows). Only the first call counts."""
         if self._ended:
             return
+        if self._deferred and os.getpid() == self._pid:
+            self._replay()  # may end the stream itself, at a read the body could not decode
+        self._end(time.perf_counter(), error, reason)
+
+    def _end(self, now: float, error: StreamError | None, reason: str | None) -> None:
+        """End the stream at ``now``; only the first call counts."""
+        if self._ended:
+            return
         self._ended = True
         if os.getpid() != self._pid:
             # A forked child inherited this stream (and ends it at its exit or collection): its
@@ -473,7 +533,7 @@ class StreamObserver:
         try:
             if self._finalizer is not None:
                 self._finalizer.detach()
-            report = self.monitor.close(time.perf_counter(), error=error)
+            report = self.monitor.close(now, error=error)
             if self.broken:
                 report = dataclasses.replace(report, outcome=Outcome.INTERNAL_ERROR)
         except Exception as exc:

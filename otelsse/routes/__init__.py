@@ -38,6 +38,7 @@ A route of your own uses only the names exported here::
 
 from __future__ import annotations
 
+import functools
 from typing import TypeVar
 from urllib.parse import urlsplit
 
@@ -182,6 +183,7 @@ def register_host(host: str, profile: str | type[Route]) -> None:
     if not key.strip("."):
         raise ValueError("register_host() needs a host name")
     _hosts[key] = chosen
+    _match.cache_clear()
 
 
 def unregister_host(host: str) -> None:
@@ -190,11 +192,13 @@ def unregister_host(host: str) -> None:
     _hosts.pop(key, None)
     if key in _built_in_hosts:
         _hosts[key] = _built_in_hosts[key]
+    _match.cache_clear()
 
 
 def _reorder() -> None:
     global _routes
     _routes = (*reversed(_user_routes.values()), *BUILT_IN)
+    _match.cache_clear()
 
 
 def routes() -> tuple[type[Route], ...]:
@@ -240,7 +244,16 @@ def match_route(request: Request) -> type[Route] | None:
     The host's profile if one is registered and claims the request; else the first route (user
     routes first) that claims it; else ``generic`` for a request a route disowns (another
     contract of its provider that otelsse does not read, which sniffing must not guess).
+
+    Every request an application sends passes here, mostly the same few: the answers for the
+    latest requests are kept (a route's declarations depend on the request alone), and
+    forgotten whenever routes or hosts change.
     """
+    return _match(request)
+
+
+@functools.lru_cache(maxsize=1024)
+def _match(request: Request) -> type[Route] | None:
     profile = _host_profile(request.host)
     if profile is not None and profile.matches(request):
         return profile

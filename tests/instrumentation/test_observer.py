@@ -110,3 +110,39 @@ def test_a_client_sending_for_a_watched_one_is_left_alone(sdk: SDK) -> None:
     outer.span.end()
     after.span.end()
     assert len(sdk.spans()) == 2
+
+
+def test_a_request_not_expected_to_stream_is_still_watched_once(sdk: SDK) -> None:
+    # No span at send (an unknown route, no stream flag), yet the request is being watched: a
+    # client it is sent through must not observe it a second time.
+    settings = Settings(Telemetry(sdk.tracer_provider, sdk.meter_provider))
+    outer = settings.begin(watch_url, "POST", "http://h/v2/chat", False)
+    assert outer is not None
+    assert outer.span is None
+    with outer:
+        assert settings.begin(watch_url, "POST", "http://h/v2/chat", False) is None
+    assert settings.begin(watch_url, "POST", "http://h/v2/chat", False) is not None
+
+
+@pytest.mark.parametrize("expected", [True, False])
+def test_a_genai_neighbour_is_named_whether_the_stream_was_expected_or_found(
+    sdk: SDK, expected: bool
+) -> None:
+    # Looked for at send for an expected stream, at the headers for an SSE answer nobody
+    # announced: the neighbour's span is the same one either way.
+    settings = Settings(Telemetry(sdk.tracer_provider, sdk.meter_provider))
+    tracer = sdk.tracer_provider.get_tracer("opentelemetry.instrumentation.openai_v2")
+    attributes = {semconv.GEN_AI_OPERATION_NAME: "chat"}
+    url = "http://h/v1/chat/completions" if expected else "http://h/v2/chat"
+    with tracer.start_as_current_span("chat m", attributes=attributes):
+        watch = watch_url(settings, "POST", url, expected)
+        assert watch is not None
+        assert (watch.span is not None) is expected
+        observer = watch.response(200, {"content-type": "text/event-stream"}, body_decoded=True)
+        assert observer is not None
+        observer.feed(b'data: {"x": 1}\n\n')
+        observer.finish()
+    span = sdk.stream_span()
+    assert (span.attributes or {})[semconv.GENAI_NEIGHBOUR] == (
+        "opentelemetry.instrumentation.openai_v2"
+    )

@@ -15,7 +15,10 @@ from otelsse.routes import (
     Route,
     get_route,
     make_adapter,
+    match_route,
+    register_host,
     route_names,
+    unregister_host,
     unregister_route,
 )
 from tests._fixtures import read_fixture
@@ -88,6 +91,28 @@ def test_a_registered_route_is_detected_first_and_builds_its_adapter() -> None:
     finally:
         unregister_route("acme.chat")
     assert detect_route("POST", "https://llm.acme.example/v1/acme/chat") is None
+
+
+def test_what_a_request_matched_is_forgotten_when_routes_or_hosts_change() -> None:
+    # match_route remembers its latest answers: a change of routes or hosts must reach them.
+    acme = Request("POST", "llm.acme.example", "/v1/acme/chat")
+    chat = Request("POST", "gw.acme.example", "/v1/chat/completions")
+    assert match_route(acme) is None
+    assert match_route(chat) is OpenAIChatRoute
+    register_route(AcmeChat)
+    try:
+        assert match_route(acme) is AcmeChat
+    finally:
+        unregister_route("acme.chat")
+    assert match_route(acme) is None
+    register_host("gw.acme.example", "openai.chat_completions:no_done")
+    try:
+        profile = match_route(chat)
+        assert profile is not None
+        assert profile.full_name() == "openai.chat_completions:no_done"
+    finally:
+        unregister_host("gw.acme.example")
+    assert match_route(chat) is OpenAIChatRoute
 
 
 class _Nameless(Route):
