@@ -183,6 +183,7 @@ class StreamMonitor:
         "_max_gap",
         "_on_event",
         "_parser",
+        "_simple",
         "_started_at",
         "_state",
         "_stop_at_end",
@@ -216,6 +217,8 @@ class StreamMonitor:
         self._started_at = started_at
         self._stop_at_end = stop_at_end
         self._max_events = limits.max_events
+        # Neither an event ceiling nor a stop at the end: a read of one event takes a short cut.
+        self._simple = limits.max_events is None and not stop_at_end
         self._first_byte_at: float | None = None
         self._first_event_at: float | None = None
         self._last_event_at: float | None = None
@@ -277,6 +280,20 @@ class StreamMonitor:
             return events
         state = self._state
         outputs = state.output_deltas
+        if len(events) == 1 and self._simple:
+            # One read, one event (the live token stream), in observe mode: the loop below
+            # without the ceilings and the stop that only the enforcing reader sets.
+            state.event = event = events[0]
+            try:
+                self._on_event(event, state)
+            except _SHAPE_ERRORS:
+                state.payload_invalid()
+            if state.limit_stage is not None:
+                self._parser.stop(state.limit_stage, events_used=1)
+            self.event_count += 1
+            if now is not None:
+                self._clock(now, state.output_deltas > outputs)
+            return events
         max_events = self._max_events
         usable = len(events)
         breached = max_events is not None and self.event_count + usable > max_events

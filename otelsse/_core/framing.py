@@ -201,9 +201,15 @@ class SSEParser:
             # The read ends exactly at an event boundary: the live token stream, one read per
             # event, usually one ``data:`` line. Checked first because it is the hot path.
             text = self._decode(data)
-            if text[:6] == "data: " and text.count("\n") == 2:
+            line_ends = text.count("\n")
+            if line_ends == 2 and text[:6] == "data: ":
                 event = ("message", text[6:-2], self.last_event_id, self._retry)
                 return [_new_event(SSEEvent, event)]
+            if line_ends == 3 and text[:7] == "event: ":  # Anthropic, Responses: name, then data
+                head, found, value = text[:-2].partition("\ndata: ")
+                if found:
+                    event = (head[7:] or "message", value, self.last_event_id, self._retry)
+                    return [_new_event(SSEEvent, event)]
             return self._interpret(text)
         if self._tail_len + len(data) > self._smaller_ceiling:
             # The held bytes and this read could pass a ceiling (the line is part of the held

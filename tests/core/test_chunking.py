@@ -11,9 +11,11 @@ every position in the ``slow`` sweep (worker processes on all cores).
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import random
+import re
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
@@ -73,6 +75,31 @@ def test_two_part_splits_match_whole_body(fixture: tuple[str, bytes, tuple]) -> 
         positions = windowed_positions(body)
         assert len(positions) > len(body) // STRIDE
     assert _mismatched_splits(body, positions, expected) == []
+
+
+def _event_reads(body: bytes) -> list[bytes]:
+    """``body`` as a live stream arrives: one read per event, each ending at its blank line."""
+    ends = [m.end() for m in re.finditer(rb"\r\n\r\n|\n\n|\r\r|\n\r\n|\r\n\n", body)]
+    cuts = [0, *ends, len(body)]
+    return [body[a:b] for a, b in itertools.pairwise(cuts) if b > a]
+
+
+@pytest.mark.parametrize("by_name", [False, True], ids=["auto", "named"])
+def test_one_read_per_event_matches_whole_body(
+    fixture: tuple[str, bytes, tuple], by_name: bool
+) -> None:
+    # The shape the fast paths are for (a read that is exactly one simple event); a stream read
+    # by its own route as well as sniffed.
+    _, body, (events, report) = fixture
+    route = report.route if by_name and report.route != "generic" else "auto"
+    reads = _event_reads(body)
+    assert b"".join(reads) == body
+    got_events, got_report = run_monitor(reads, route)
+    assert got_events == events
+    if route == "auto":
+        assert comparable(got_report) == report
+    else:
+        assert comparable(got_report) == comparable(run_monitor([body], route)[1])
 
 
 LARGE = [name for name in fixture_names() if len(read_fixture(name)) > FULL_SWEEP_LIMIT]
