@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-__all__ = ["JSON_DECODER", "MAX_DEPTH", "JSONDecodeError", "has_trailing_data", "loads"]
+__all__ = [
+    "JSON_DECODER", "MAX_DEPTH", "JSONDecodeError", "TypedShape", "has_trailing_data", "loads",
+    "typed_decoder", "typed_decoding",
+]  # fmt: skip
 
 #: Deepest nesting of arrays and objects accepted.
 MAX_DEPTH = 256
@@ -108,3 +111,80 @@ try:
 except ImportError:  # pragma: no cover - depends on what is installed
     loads = _loads_stdlib
     JSON_DECODER = "json"
+
+
+# -- typed reading of a route's hot events ---------------------------------------------------
+
+#: Whether a route starting a stream reads its hot events through its ``typed_decoder`` (when
+#: msgspec is installed). Tests and benchmarks turn it off to run the generic reading alone.
+typed_decoding = True
+
+_Shape = TypeVar("_Shape")
+
+if TYPE_CHECKING:
+    from msgspec import Struct as TypedShape
+else:
+    try:
+        from msgspec import Struct
+    except ImportError:  # pragma: no cover - depends on what is installed
+
+        class TypedShape:
+            """Without msgspec a shape is a plain class: no decoder is made for it."""
+
+            def __init_subclass__(cls, **options: Any) -> None:
+                super().__init_subclass__()
+
+    else:
+
+        class TypedShape(Struct, forbid_unknown_fields=True, gc=False):
+            """Base of the shapes ``typed_decoder`` reads: an unknown key is not that shape.
+            (Decoded values hold no cycles, so the garbage collector need not track them.)"""
+
+
+def typed_decoder(shape: type[_Shape]) -> Callable[[str], _Shape | None] | None:
+    """A reader of the texts that are exactly ``shape`` (a ``TypedShape``); None without msgspec.
+
+    The reader answers None for every text it does not take (not JSON, an unknown key, a value
+    of another type, a lone surrogate): the caller then reads the text with ``loads``, which
+    stays the definition. What it takes, ``loads`` takes too, with the same values, because
+    ``shape`` is checked here to hold no float and no value of any type: msgspec then reads
+    every value in full, so a float that overflows or an integer past 4,300 digits is refused
+    anywhere in the text as ``loads`` refuses it, and nothing nests deeper than the shape.
+    (A repeated key: the last one wins in both.)
+    """
+    try:
+        import msgspec
+        from msgspec import inspect
+    except ImportError:  # pragma: no cover - depends on what is installed
+        return None
+    if not _read_in_full(inspect.type_info(shape), set()):
+        raise TypeError(f"{shape.__name__} allows a value msgspec would not read in full")
+    decode = msgspec.json.Decoder(shape).decode
+
+    def read(text: str) -> _Shape | None:
+        try:
+            return decode(text)
+        except ValueError:  # msgspec's errors; UnicodeEncodeError for a raw lone surrogate
+            return None
+
+    return read
+
+
+def _read_in_full(info: Any, seen: set[type]) -> bool:
+    """Whether msgspec validates every value of this type (``msgspec.inspect``) in full."""
+    from msgspec import inspect
+
+    if isinstance(info, inspect.StructType):
+        if info.cls in seen:
+            return True
+        seen.add(info.cls)
+        return info.forbid_unknown_fields and all(
+            _read_in_full(field.type, seen) for field in info.fields
+        )
+    if isinstance(info, inspect.UnionType):
+        return all(_read_in_full(member, seen) for member in info.types)
+    if isinstance(info, inspect.ListType):
+        return _read_in_full(info.item_type, seen)
+    if isinstance(info, inspect.DictType):
+        return isinstance(info.key_type, inspect.StrType) and _read_in_full(info.value_type, seen)
+    return isinstance(info, (inspect.NoneType, inspect.BoolType, inspect.IntType, inspect.StrType))
