@@ -11,14 +11,20 @@ list of typed parts (Mistral); ``refusal`` text is kept apart from the answer.
 
 Host profiles (``no_done``, ``no_finish_reason``) bend the terminal rule for the servers that
 document doing so; docs/gateways.md lists what each OpenAI-compatible service sends and why.
+
+Speed: a chunk is read first through its typed shape (``_Chunk``, with msgspec) straight into
+the state; any text that is not exactly that shape is read by ``loads`` and ``_on_chunk``, which
+stay the definition. A stream whose chunks keep missing the shape (a gateway's own keys) stops
+trying it.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from .._core import json as core_json
 from .._core.events import SSEEvent
-from .._core.json import JSONDecodeError, loads
+from .._core.json import JSONDecodeError, TypedShape, loads, typed_decoder
 from .._core.state import StreamState, ToolCall
 from ._base import CHUNK, Request, Route, handles
 
@@ -26,6 +32,81 @@ __all__ = ["OPENAI_CHAT_PROFILES", "OpenAIChatRoute"]
 
 _DEPRECATED_FUNCTION_CALL = -1  # tool index used for the legacy single ``function_call`` delta
 _UNSEEN = object()  # a choice index not seen before (its finish reason is None while open)
+# Chunks in a row that miss the typed shape before a stream stops trying it.
+_TYPED_MISSES = 4
+
+# A value the route never reads: any JSON but a float (which msgspec would not read in full),
+# three levels deep at most. Keys the shapes below do not name leave a chunk to ``loads``.
+_Scalar = None | bool | int | str
+_Nested = _Scalar | list[_Scalar] | dict[str, _Scalar]
+_Ignored = _Scalar | list[_Nested] | dict[str, _Nested]
+
+
+class _Function(TypedShape):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _ToolFragment(TypedShape):
+    index: int | None = None
+    id: str | None = None
+    function: _Function | None = None
+    type: _Ignored = None
+
+
+class _Delta(TypedShape):
+    content: str | None = None  # a list of parts (Mistral) is left to the generic reading
+    tool_calls: list[_ToolFragment] | None = None
+    refusal: str | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+    function_call: None = None  # the legacy call, likewise
+    role: _Ignored = None
+    channel: _Ignored = None  # Groq
+    reasoning_details: _Ignored = None  # OpenRouter
+
+
+class _Choice(TypedShape):
+    index: int = 0
+    delta: _Delta | None = None
+    finish_reason: str | None = None
+    logprobs: _Ignored = None
+    native_finish_reason: _Ignored = None  # OpenRouter
+    content_filter_results: _Ignored = None  # Azure
+    stop_reason: _Ignored = None  # vLLM
+
+
+class _Usage(TypedShape):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: _Ignored = None
+    prompt_tokens_details: _Ignored = None
+    completion_tokens_details: _Ignored = None
+
+
+class _Chunk(TypedShape):
+    """A chunk as the route reads it: every key it may hold, each of the type read without
+    a question (an ``error`` object, say, is left to the generic reading)."""
+
+    id: str | None = None
+    model: str | None = None
+    choices: list[_Choice] | None = None
+    usage: _Usage | None = None
+    error: None = None
+    object: _Ignored = None
+    created: _Ignored = None
+    service_tier: _Ignored = None
+    system_fingerprint: _Ignored = None
+    obfuscation: _Ignored = None
+    provider: _Ignored = None  # OpenRouter
+    x_groq: _Ignored = None  # Groq
+    p: _Ignored = None  # Mistral's padding
+
+
+_read_chunk = typed_decoder(_Chunk)
+# The generic methods the typed reading stands in for: a subclass that overrides one of them
+# reads every chunk through it.
+_TYPED_STANDS_FOR = ("_on_delta", "_on_delta_rest", "_after_finish")
 
 
 class OpenAIChatRoute(Route):
@@ -67,8 +148,26 @@ class OpenAIChatRoute(Route):
         self._by_index: dict[int, dict[int, ToolCall]] = {}
         # choice index -> every call opened for that choice, closed at its finish_reason
         self._open: dict[int, list[ToolCall]] = {}
+        cls, base = type(self), OpenAIChatRoute
+        # A flag, not the reader itself: a monitor, and so its route, can be pickled.
+        self._typed = (
+            _read_chunk is not None
+            and core_json.typed_decoding
+            and cls.handlers.get(CHUNK) is base._on_chunk
+            and all(getattr(cls, name) is getattr(base, name) for name in _TYPED_STANDS_FOR)
+        )
+        self._typed_misses = 0
 
     def envelope(self, event: SSEEvent, state: StreamState) -> tuple[str, dict[str, Any]] | None:
+        if self._typed and event.event != "error":  # _typed: the reader exists
+            chunk = _read_chunk(event.data)  # type: ignore[misc]
+            if chunk is not None:
+                self._typed_misses = 0
+                self._on_typed_chunk(chunk, state)
+                return None
+            self._typed_misses += 1
+            if self._typed_misses == _TYPED_MISSES:
+                self._typed = False
         try:
             obj = loads(event.data)
         except JSONDecodeError:
@@ -106,22 +205,61 @@ class OpenAIChatRoute(Route):
                     finish[index] = finished = None
                 delta = choice_get("delta")
                 if delta:
-                    if finished is not None:
-                        self._after_finish(delta, state)
-                    content = delta.get("content")
-                    if content is None or len(delta) > 1:
-                        self._on_delta_rest(index, delta, state)
-                    if content:
-                        if type(content) is not str:
-                            self._on_parts(index, content, state)
-                        else:
-                            state.text(index, content)
+                    self._on_delta(index, finished, delta, state)
                 reason = choice_get("finish_reason")
                 if reason is not None:
                     self._on_finish(index, reason, state)
         usage = get("usage")
         if usage:
             state.usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+
+    def _on_delta(
+        self, index: int, finished: object, delta: dict[str, Any], state: StreamState
+    ) -> None:
+        """One choice's non-empty delta (``finished``: the choice's finish reason so far)."""
+        if finished is not None:
+            self._after_finish(delta, state)
+        content = delta.get("content")
+        if content is None or len(delta) > 1:
+            self._on_delta_rest(index, delta, state)
+        if content:
+            if type(content) is not str:
+                self._on_parts(index, content, state)
+            else:
+                state.text(index, content)
+
+    def _on_typed_chunk(self, chunk: _Chunk, state: StreamState) -> None:
+        """``_on_chunk`` for a chunk read through its typed shape: each value is of the type the
+        generic reading takes without a question, so only the hot text delta is read here; any
+        other delta goes to ``_on_delta`` as the dict it was."""
+        if state.response_model is None:
+            state.identify(chunk.model, chunk.id)
+        choices = chunk.choices
+        if choices:
+            finish = self._finish
+            for choice in choices:
+                index = choice.index
+                finished = finish.get(index, _UNSEEN)
+                if finished is _UNSEEN:
+                    if not state.open_part(index):
+                        continue
+                    finish[index] = finished = None
+                delta = choice.delta
+                if delta is not None:
+                    if finished is None and not (
+                        delta.tool_calls or delta.refusal or delta.reasoning_content
+                        or delta.reasoning
+                    ):  # fmt: skip
+                        if delta.content:
+                            state.text(index, delta.content)
+                    else:
+                        self._on_delta(index, finished, _delta_dict(delta), state)
+                reason = choice.finish_reason
+                if reason is not None:
+                    self._on_finish(index, reason, state)
+        usage = chunk.usage
+        if usage is not None:
+            state.usage(usage.prompt_tokens, usage.completion_tokens)
 
     @staticmethod
     def _after_finish(delta: dict[str, Any], state: StreamState) -> None:
@@ -241,6 +379,31 @@ class OpenAIChatRoute(Route):
     def on_close(self, state: StreamState) -> None:
         if not self.ended and not self.require_done and self._all_finished():
             state.terminal()
+
+
+def _delta_dict(delta: _Delta) -> dict[str, Any]:
+    """A typed delta as the keys ``_on_delta`` reads (an absent key and null read alike)."""
+    tool_calls = delta.tool_calls
+    return {
+        "content": delta.content,
+        "tool_calls": None
+        if tool_calls is None
+        else [_fragment_dict(fragment) for fragment in tool_calls],
+        "refusal": delta.refusal,
+        "reasoning_content": delta.reasoning_content,
+        "reasoning": delta.reasoning,
+    }
+
+
+def _fragment_dict(fragment: _ToolFragment) -> dict[str, Any]:
+    function = fragment.function
+    return {
+        "index": fragment.index,
+        "id": fragment.id,
+        "function": None
+        if function is None
+        else {"name": function.name, "arguments": function.arguments},
+    }
 
 
 class _NoDone(OpenAIChatRoute):
