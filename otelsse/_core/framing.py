@@ -44,6 +44,7 @@ Decisions where readers of the spec have disagreed, each with a named test:
 from __future__ import annotations
 
 import codecs
+from collections.abc import Callable
 
 from .._exceptions import ParserClosedError
 from .decode import REPLACEMENT_BYTES, Utf8Decoder
@@ -61,6 +62,17 @@ DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
 
 # A longer ``retry`` value is ignored (see the module docstring).
 _RETRY_MAX_DIGITS = 300
+
+#: The hot path compiled (``_framing_speedups.c``): a read that is exactly one simple event, as
+#: ``(event type, data, decoded characters)``, else None. None when the extension was not built;
+#: the pure path below answers the same for every read it takes.
+simple_event: Callable[[bytes], tuple[str, str, int] | None] | None
+try:
+    from ._framing_speedups import simple_event as _compiled
+except ImportError:  # pragma: no cover - depends on how otelsse was installed
+    simple_event = None
+else:
+    simple_event = _compiled
 
 _LF = 0x0A
 _CR = 0x0D
@@ -200,6 +212,13 @@ class SSEParser:
         if not self._tail and data.endswith(b"\n\n") and len(data) <= self._smaller_ceiling:
             # The read ends exactly at an event boundary: the live token stream, one read per
             # event, usually one ``data:`` line. Checked first because it is the hot path.
+            if simple_event is not None:
+                one = simple_event(data)
+                if one is not None:
+                    self._last_span = data
+                    name, value, chars = one
+                    self._decoded_chars += chars
+                    return [_new_event(SSEEvent, (name, value, self.last_event_id, self._retry))]
             text = self._decode(data)
             line_ends = text.count("\n")
             if line_ends == 2 and text[:6] == "data: ":
