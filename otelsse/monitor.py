@@ -290,6 +290,7 @@ class StreamMonitor:
                 state.payload_invalid()
             if state.limit_stage is not None:
                 self._parser.stop(state.limit_stage, events_used=1)
+            self._parser.judged()
             self.event_count += 1
             if now is not None:
                 self._clock(now, state.output_deltas > outputs)
@@ -324,6 +325,7 @@ class StreamMonitor:
         else:
             if breached:
                 self._parser.stop("events", events_used=usable + 1)
+        self._parser.judged()
         if handled < usable:
             self.event_count -= usable - handled
             events = events[:handled]

@@ -383,6 +383,12 @@ class SSEParser:
         self._tail = []
         self._tail_len = 0
 
+    def judged(self) -> None:
+        """The consumer is done with the events the last ``feed()`` returned: it will not call
+        ``stop(..., events_used=)`` or ``end_after()`` for them, so the read kept for that (up to
+        a whole read's bytes, per open stream) is let go."""
+        self._last_span = b""
+
     def end_after(self, events_used: int) -> None:
         """End the stream right after the ``events_used``-th event the last ``feed()`` returned
         (counted from 1), as if the bytes had ended there: its consumer stops at the stream's
