@@ -55,6 +55,7 @@ if str(ROOT) not in sys.path:
 
 import otelsse  # noqa: E402
 from otelsse import Outcome, SSEParser, StreamMonitor  # noqa: E402
+from otelsse._core import framing  # noqa: E402
 from otelsse._core import json as otelsse_json  # noqa: E402
 
 US = "\u00b5s"  # micro sign, spelled out so the source stays ASCII
@@ -245,6 +246,9 @@ class Impl:
     # Routes read their hot events through their typed shapes (``typed_decoding``); False runs
     # the generic reading alone (as without msgspec).
     typed: bool = True
+    # The parser's compiled hot path (``_framing_speedups.c``) when built; False runs the
+    # pure-Python parser alone (as a build without a C compiler).
+    compiled: bool = True
 
 
 def _version(dist: str) -> str:
@@ -453,6 +457,7 @@ def _importable(module: str) -> bool:
     return True
 
 
+PURE_PARSER = "otelsse SSEParser [pure Python]"
 TYPED_MONITOR = "otelsse StreamMonitor [typed]"
 GENERIC_MONITOR = "otelsse StreamMonitor [generic]"
 JSON_MONITOR = "otelsse StreamMonitor [json]"
@@ -467,6 +472,11 @@ def make_impls(route: str) -> tuple[list[Impl], list[str]]:
     impls = [
         Impl("otelsse SSEParser", "otelsse", run_sseparser, list_sseparser, False, otelsse_version)
     ]
+    if framing.simple_event is not None:
+        # The same parser without its compiled hot path: a build without a C compiler.
+        impls.append(
+            Impl(PURE_PARSER, "otelsse-pure", run_sseparser, list_sseparser, compiled=False)
+        )
     if have_fast_json:
         # msgspec: the typed reading of the hot events, then the generic reading alone (the
         # same decoder to dicts and the routes' dict handlers), then the standard library's.
@@ -603,6 +613,18 @@ class Result:
 
 
 @contextlib.contextmanager
+def parser_build(compiled: bool) -> Iterator[None]:
+    """The parser runs its compiled hot path (``compiled``, when built) or pure Python."""
+    saved = framing.simple_event
+    if not compiled:
+        framing.simple_event = None
+    try:
+        yield
+    finally:
+        framing.simple_event = saved
+
+
+@contextlib.contextmanager
 def typed_reading(on: bool) -> Iterator[None]:
     """Routes made inside read their hot events typed (``on``) or generically."""
     saved = otelsse_json.typed_decoding
@@ -614,7 +636,7 @@ def typed_reading(on: bool) -> Iterator[None]:
 
 
 def _timed(impl: Impl, chunks: list[bytes]) -> tuple[int, int]:
-    with stdlib_json(impl.stdlib_json), typed_reading(impl.typed):
+    with stdlib_json(impl.stdlib_json), typed_reading(impl.typed), parser_build(impl.compiled):
         gc.disable()
         try:
             start = time.perf_counter_ns()
@@ -641,7 +663,11 @@ def verify(case: Case, impls: list[Impl]) -> int:
             _c.append(1)
             return otelsse_json._loads_stdlib(text)
 
-        with stdlib_json(impl.stdlib_json, counting), typed_reading(impl.typed):
+        with (
+            stdlib_json(impl.stdlib_json, counting),
+            typed_reading(impl.typed),
+            parser_build(impl.compiled),
+        ):
             data = impl.events(case.chunks)
         where = f"{impl.name} on {case.fixture.name}/{case.chunking}"
         assert len(data) == len(reference), f"{where}: {len(data)} events, want {len(reference)}"
