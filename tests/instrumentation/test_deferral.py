@@ -170,13 +170,7 @@ def test_a_coded_body_is_decoded_at_replay_with_each_read_s_clock(
     body = read_fixture("real/anthropic-text.sse")
     coded = gzip.compress(body)
     reads = _reads(coded, count)
-    headers = {"content-type": "text/event-stream", "content-encoding": "gzip"}
-    observer = _watch(sdk).response(200, headers, body_decoded=False)
-    assert observer is not None
-    for chunk in reads:
-        observer.feed(chunk)
-    observer.finish()
-    seen = _stream_attributes(sdk)
+    seen = _observe_gzip(sdk, reads)
     assert seen[semconv.OUTCOME] == "complete"
     assert seen[semconv.BYTES_RECEIVED] == len(body)
     # The first decoded byte reached the monitor at the clock reading of the read that held it.
@@ -184,6 +178,17 @@ def test_a_coded_body_is_decoded_at_replay_with_each_read_s_clock(
     first = next(i for i, chunk in enumerate(reads) if inflate.decompress(chunk))
     readings = clock.readings
     assert seen[semconv.TIME_TO_FIRST_BYTE] == pytest.approx(readings[first + 1] - readings[0])
+
+
+def _observe_gzip(sdk: SDK, reads: list[bytes]) -> dict[str, object]:
+    """The span of a gzip-coded stream the observer was fed ``reads`` of, then ended at EOF."""
+    headers = {"content-type": "text/event-stream", "content-encoding": "gzip"}
+    observer = _watch(sdk).response(200, headers, body_decoded=False)
+    assert observer is not None
+    for chunk in reads:
+        observer.feed(chunk)
+    observer.finish()
+    return _stream_attributes(sdk)
 
 
 def test_a_coding_that_breaks_ends_the_stream_at_the_read_that_broke_it(
@@ -194,13 +199,7 @@ def test_a_coding_that_breaks_ends_the_stream_at_the_read_that_broke_it(
     coded[len(coded) // 2 :] = b"\x07" * (len(coded) - len(coded) // 2)  # invalid from midway
     reads = _reads(bytes(coded), 8)
     broken = _first_failing(zlib.decompressobj(wbits=31), reads)
-    headers = {"content-type": "text/event-stream", "content-encoding": "gzip"}
-    observer = _watch(sdk).response(200, headers, body_decoded=False)
-    assert observer is not None
-    for chunk in reads:
-        observer.feed(chunk)
-    observer.finish()
-    seen = _stream_attributes(sdk)
+    seen = _observe_gzip(sdk, reads)
     assert seen[semconv.OUTCOME] == "truncated"
     # It ended at the clock reading of the read that broke, not at finish() (the last reading).
     readings = clock.readings
