@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from otelsse._core import framing
 from tests._fixtures import EXPECTED, fixture_names, read_fixture
 from tests._helpers import (
     FULL_SWEEP_LIMIT,
@@ -43,6 +44,16 @@ def _mismatched_splits(body: bytes, positions: list[int], expected: tuple) -> li
         if got_events != events or comparable(got_report) != report:
             bad.append(position)
     return bad
+
+
+def _mismatched_splits_in_worker(
+    build: str, body: bytes, positions: list[int], expected: tuple
+) -> list[int]:
+    """``_mismatched_splits`` in a spawned worker, which imports the parser afresh: it runs the
+    build the test runs as (``parser_build``), not the compiled default."""
+    if build == "pure":
+        framing.simple_event = None
+    return _mismatched_splits(body, positions, expected)
 
 
 @pytest.fixture(scope="module", params=fixture_names())
@@ -107,7 +118,9 @@ LARGE = [name for name in fixture_names() if len(read_fixture(name)) > FULL_SWEE
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", LARGE)
-def test_every_two_part_split_of_a_large_fixture_matches_whole_body(name: str) -> None:
+def test_every_two_part_split_of_a_large_fixture_matches_whole_body(
+    name: str, parser_build: str
+) -> None:
     body = read_fixture(name)
     events, report = run_monitor([body])
     expected = (events, comparable(report))
@@ -115,7 +128,15 @@ def test_every_two_part_split_of_a_large_fixture_matches_whole_body(name: str) -
     shares = [list(range(1 + k, len(body), workers)) for k in range(workers)]
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        results = list(pool.map(_mismatched_splits, [body] * workers, shares, [expected] * workers))
+        results = list(
+            pool.map(
+                _mismatched_splits_in_worker,
+                [parser_build] * workers,
+                [body] * workers,
+                shares,
+                [expected] * workers,
+            )
+        )
     assert sum(len(share) for share in shares) == len(body) - 1
     assert [position for bad in results for position in bad] == []
 
