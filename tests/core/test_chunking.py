@@ -46,14 +46,10 @@ def _mismatched_splits(body: bytes, positions: list[int], expected: tuple) -> li
     return bad
 
 
-def _mismatched_splits_in_worker(
-    build: str, body: bytes, positions: list[int], expected: tuple
-) -> list[int]:
-    """``_mismatched_splits`` in a spawned worker, which imports the parser afresh: it runs the
-    build the test runs as (``parser_build``), not the compiled default."""
+def _run_as(build: str) -> None:
+    """A spawned worker imports the parser afresh: make it the build the test runs as."""
     if build == "pure":
         framing.simple_event = None
-    return _mismatched_splits(body, positions, expected)
 
 
 @pytest.fixture(scope="module", params=fixture_names())
@@ -127,16 +123,10 @@ def test_every_two_part_split_of_a_large_fixture_matches_whole_body(
     workers = os.cpu_count() or 1
     shares = [list(range(1 + k, len(body), workers)) for k in range(workers)]
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        results = list(
-            pool.map(
-                _mismatched_splits_in_worker,
-                [parser_build] * workers,
-                [body] * workers,
-                shares,
-                [expected] * workers,
-            )
-        )
+    with ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_run_as, initargs=(parser_build,)
+    ) as pool:
+        results = list(pool.map(_mismatched_splits, [body] * workers, shares, [expected] * workers))
     assert sum(len(share) for share in shares) == len(body) - 1
     assert [position for bad in results for position in bad] == []
 
