@@ -302,7 +302,7 @@ def _bad_requests() -> Iterator[Any]:
         yield pytest.param(path, json.dumps(body).encode(), headers, id=f"{route}-{scenario}")
 
 
-@pytest.mark.parametrize(("path", "body", "headers"), _bad_requests())
+@pytest.mark.parametrize(("path", "body", "headers"), list(_bad_requests()))
 def test_a_request_it_cannot_serve_is_a_400_json_error(
     provider: FakeProvider, path: str, body: bytes, headers: dict[str, str]
 ) -> None:
