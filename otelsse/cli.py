@@ -94,6 +94,14 @@ def _pending(report: StreamReport) -> str:
     return " and ".join(left)
 
 
+def _end(report: StreamReport) -> str:
+    """How a stream with a proper end ended: its terminal event, or the application closing
+    it after the answer finished (the terminal event unread)."""
+    if report.terminal_seen:
+        return "terminal event"
+    return "the application closed the stream once the answer had ended"
+
+
 def _cut(report: StreamReport, last_event: str | None) -> str:
     """How the stream ended before its terminal (truncated, cancelled, timeout)."""
     how = {
@@ -138,10 +146,10 @@ def _anomalies(report: StreamReport) -> str:
 #: iterates the enum, so an outcome added without one fails there, not in a user's terminal.
 _REASONS: dict[Outcome, Callable[[StreamReport, str | None], str]] = {
     Outcome.COMPLETE: lambda r, _: (
-        f"terminal event after {_plural(r.event_count, 'event')}, {_stop(r)}, nothing pending"
+        f"{_end(r)} after {_plural(r.event_count, 'event')}, {_stop(r)}, nothing pending"
     ),
     Outcome.INCOMPLETE: lambda r, _: (
-        f"terminal event after {_plural(r.event_count, 'event')}, but {_stop(r)} is not a success:"
+        f"{_end(r)} after {_plural(r.event_count, 'event')}, but {_stop(r)} is not a success:"
         " the answer stopped early"
     ),
     Outcome.TRUNCATED: _cut,
@@ -162,6 +170,10 @@ _REASONS: dict[Outcome, Callable[[StreamReport, str | None], str]] = {
     Outcome.BUFFER_LIMIT: lambda r, _: (
         f"the {r.buffer_limit_stage} ceiling was breached after {_plural(r.event_count, 'event')};"
         " nothing after it was judged"
+    ),
+    Outcome.TERMINAL_MISSING: lambda r, _: (
+        f"clean EOF after {_plural(r.event_count, 'event')}, every part finished ({_stop(r)}),"
+        f" nothing pending, but no terminal event: the {r.route} end marker is missing"
     ),
     Outcome.EOF_UNVERIFIED: lambda r, _: (
         f"clean EOF after {_plural(r.event_count, 'event')}, nothing pending, but the"

@@ -54,6 +54,7 @@ class Outcome(str, enum.Enum):
     PAYLOAD_ERROR = "payload_error"
     BUFFER_LIMIT = "buffer_limit"
     EOF_UNVERIFIED = "eof_unverified"
+    TERMINAL_MISSING = "terminal_missing"
     INTERNAL_ERROR = "internal_error"
     RATE_LIMITED = "rate_limited"
     HTTP_ERROR = "http_error"
@@ -278,9 +279,9 @@ class StreamMonitor:
                 self._started_at = now
         if not events:
             return events
-        state = self._state
-        outputs = state.output_deltas
         if len(events) == 1 and self._simple:
+            state = self._state
+            outputs = state.output_deltas
             # One read, one event (the live token stream), in observe mode: the loop below
             # without the ceilings and the stop that only the enforcing reader sets.
             state.event = event = events[0]
@@ -295,6 +296,13 @@ class StreamMonitor:
             if now is not None:
                 self._clock(now, state.output_deltas > outputs)
             return events
+        return self._judge(events, now)
+
+    def _judge(self, events: list[SSEEvent], now: float | None) -> list[SSEEvent]:
+        """Let the route read the events one read completed, within the ceilings and up to
+        the route's end; return those it read."""
+        state = self._state
+        outputs = state.output_deltas
         max_events = self._max_events
         usable = len(events)
         breached = max_events is not None and self.event_count + usable > max_events
@@ -363,11 +371,22 @@ class StreamMonitor:
             error: None for a clean EOF; ``"transport"`` (connection lost), ``"timeout"`` (the
                 client's read deadline fired) or ``"cancelled"`` (the application stopped
                 reading) when it ended otherwise.
+
+        In observe mode (``collect_text`` False) the application reads the bytes itself, so
+        when it stops reading, the pending event whose lines have all ended has been read by
+        it (a line-based client acts on ``data: [DONE]`` as its line ends) and is judged as
+        received; and a stream it closes after the route said its answer was finished
+        (``answer_finished``) is judged by its stop reason, not ``cancelled``. The enforcing
+        reader hands out only what it accepted, so neither applies to it.
         """
         if self._closed:
             raise ParserClosedError("close() after close()")
-        self._closed = True
         parser, state = self._parser, self._state
+        if error == "cancelled" and not state.collect_text:
+            pending = parser.dispatch_pending()
+            if pending:
+                self._judge(pending, now)
+        self._closed = True
         parser.close()
         if state.limit_stage is None:
             state.limit_stage = parser.limit_exceeded
@@ -448,7 +467,8 @@ class StreamMonitor:
         # Invalid arguments, or a call still open, under a success stop are a payload bug (the
         # enforcing reader refuses them too); under length/max_tokens they are the expected
         # shape of a cut-off answer, reported as incomplete below.
-        if unusable_tools and state.terminal_seen and state.stop_success is not False:
+        answered = state.terminal_seen or state.answer_done
+        if unusable_tools and answered and state.stop_success is not False:
             return Outcome.PAYLOAD_ERROR
         if parser.invalid_utf8_count:
             return Outcome.DECODE_ERROR
@@ -457,10 +477,21 @@ class StreamMonitor:
             if error == "timeout":
                 return Outcome.TIMEOUT
             if error == "cancelled":
-                return Outcome.CANCELLED
-            if error is None and not pending and not adapter.has_terminal:
-                return Outcome.EOF_UNVERIFIED
-            return Outcome.TRUNCATED
+                # Closed after the answer ended (the terminal event, which carries no content,
+                # unread): judged by its stop below; before that, the answer was abandoned.
+                if not (state.answer_done and not state.collect_text):
+                    return Outcome.CANCELLED
+            elif error is None and not pending:
+                # A clean EOF at an event boundary: the answer is whole but its end marker is
+                # missing (a server that never sends it, or a cut just before it: the same
+                # bytes), or the route knows no terminal at all.
+                if state.answer_done:
+                    return Outcome.TERMINAL_MISSING
+                if not adapter.has_terminal:
+                    return Outcome.EOF_UNVERIFIED
+                return Outcome.TRUNCATED
+            else:
+                return Outcome.TRUNCATED
         if state.stop_success is False:
             return Outcome.INCOMPLETE
         return Outcome.COMPLETE

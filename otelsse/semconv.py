@@ -121,8 +121,9 @@ SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
 #: Outcomes where the call failed for a reason outside the application and otelsse (the server,
 #: a gateway, the network, the caller's quota or credentials, the client's read deadline): the
 #: span status is ERROR and ``error.type`` is set to the outcome. ``complete``, ``incomplete``,
-#: ``cancelled`` and ``eof_unverified`` are not errors, nor is ``internal_error``: otelsse's own
-#: failure says nothing about the server (it is counted in ``otelsse.instrumentation.errors``).
+#: ``cancelled``, ``eof_unverified`` and ``terminal_missing`` (a whole answer whose end marker
+#: did not come: it has an alert of its own) are not errors, nor is ``internal_error``:
+#: otelsse's own failure says nothing about the server (``otelsse.instrumentation.errors``).
 #: Which of them count against a provider's SLO is ``SLO_BAD_OUTCOMES``.
 ERROR_OUTCOMES = frozenset(
     {

@@ -25,7 +25,7 @@ def _local(name: str) -> bytes:
         ("anthropic-tool-empty-input.sse", Outcome.COMPLETE),
         ("chat-ollama-reused-tool-index.sse", Outcome.COMPLETE),
         ("chat-cut-mid-utf8.sse", Outcome.TRUNCATED),
-        ("chat-stop-without-done.sse", Outcome.TRUNCATED),
+        ("chat-stop-without-done.sse", Outcome.TERMINAL_MISSING),
         ("chat-invalid-json-event.sse", Outcome.PAYLOAD_ERROR),
         ("chat-tool-arguments-two-values.sse", Outcome.PAYLOAD_ERROR),
         ("chat-invalid-utf8.sse", Outcome.DECODE_ERROR),

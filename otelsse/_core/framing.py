@@ -39,6 +39,8 @@ Decisions where readers of the spec have disagreed, each with a named test:
 - At EOF the pending event is discarded, never dispatched; ``discarded_event`` says so. Invalid
   UTF-8 in its bytes (and in an unterminated last line) is counted all the same, except a
   multi-byte sequence cut by EOF: that is truncation, reported by ``pending_line_chars``.
+- When the reader of the bytes stops before EOF, the pending event whose lines have all ended
+  was read (``dispatch_pending``): line-based clients act on a line as it ends.
 """
 
 from __future__ import annotations
@@ -346,6 +348,19 @@ class SSEParser:
             self.discarded_event = _has_data_line(complete)
             self._count_invalid_pending(tail)
         return []
+
+    def dispatch_pending(self) -> list[SSEEvent]:
+        """The reader of the bytes stopped before the stream ended (not EOF): dispatch the
+        pending event if all its lines have ended, as the blank line would have.
+
+        A line-based client acts on a line as it ends (``data: [DONE]``, an error's data line)
+        and may close the response before the blank line comes: the event was read. At EOF the
+        pending event is still discarded (``close()``), as WHATWG says.
+        """
+        if self._closed or self._line_len or not self._tail:
+            return []
+        # A CR ends a line by itself, also when a CR of the last read awaits its LF.
+        return self.feed(b"\r")
 
     def _count_invalid_pending(self, tail: bytes) -> None:
         """Count the invalid UTF-8 in bytes no event dispatched: still corruption of the body.

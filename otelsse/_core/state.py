@@ -12,6 +12,8 @@ vocabulary every route shares:
     usage            usage(input_tokens, output_tokens)
     identity         identify(model, response_id)
     stop             stop(reason, success)
+    answer finished  answer_finished(): every part has its final stop, nothing is open; only
+                     the route's terminal event (``[DONE]``, ``message_stop``) may still come
     terminal         terminal()
     error            provider_error(code)
     keepalive        nothing to record (the event is counted like any other)
@@ -81,7 +83,7 @@ class ToolCall:
         #: The SSE event type of the event that closed the call (its item's terminal event).
         self.closed_by: str | None = None
         # What empty arguments mean: Anthropic's ``input`` from content_block_start, else None
-        # (empty is then invalid, as OpenAI sends "{}" for a call without arguments).
+        # (a fresh ``{}``: no arguments).
         self.empty_means = empty_means
         # The parsed arguments once the call closed with valid JSON.
         self.arguments: Any = None
@@ -115,6 +117,7 @@ class StreamState:
 
     __slots__ = (
         "anomalies",
+        "answer_done",
         "collect_text",
         "error_code",
         "event",
@@ -173,6 +176,8 @@ class StreamState:
         self.output_deltas = 0
         self.tool_calls: list[ToolCall] = []
         self.terminal_seen = False
+        #: The route said the answer is whole before its terminal event (``answer_finished``).
+        self.answer_done = False
         self.stop_reason: str | None = None
         # None until a stop is declared; then whether the route counts it as success.
         self.stop_success: bool | None = None
@@ -307,8 +312,13 @@ class StreamState:
         if call.kind == CUSTOM:
             call.arguments, call.verdict = text, _VALID
             return
-        if not text.strip() and call.empty_means is not None:
-            call.arguments, call.verdict = call.empty_means, _VALID
+        if not text.strip():
+            # No argument text is a call without arguments, on every route: Anthropic streams
+            # an empty ``partial_json`` for one (its ``input`` from ``content_block_start``
+            # stands), and OpenAI-compatible servers send ``""`` for a tool that takes no
+            # parameters. Whether the tool accepts none is its schema's to say (reader, gate).
+            empty = call.empty_means
+            call.arguments, call.verdict = ({} if empty is None else empty), _VALID
             return
         try:
             call.arguments, call.verdict = loads(text), _VALID
@@ -324,6 +334,13 @@ class StreamState:
         # The worst stop wins: one non-success choice makes the stream non-success.
         if self.stop_success is None or (self.stop_success and not success):
             self.stop_reason, self.stop_success = reason, success
+
+    def answer_finished(self) -> None:
+        """Every part of the answer has its final stop and nothing is open: what is left of the
+        contract is its terminal event, which carries no content. A stream that ends cleanly
+        here is ``terminal_missing``, not ``truncated``; one the application closes here
+        stopped after the answer ended, not in the middle of it."""
+        self.answer_done = True
 
     def terminal(self) -> None:
         self.terminal_seen = True

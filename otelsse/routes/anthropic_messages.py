@@ -8,7 +8,10 @@ closed before a ``message_delta`` with a success stop; with fine-grained tool st
 ``max_tokens`` may stop the message inside a ``tool_use`` block without its
 ``content_block_stop`` (documented: "it is possible that the stream will end mid-parameter"),
 so under a non-success stop an open block is an anomaly and its call stays unfinished.
-``server_tool_use`` and ``mcp_tool_use`` blocks are calls Anthropic runs itself.
+``server_tool_use`` and ``mcp_tool_use`` blocks are calls Anthropic runs itself. Once that
+``message_delta`` arrived with every block closed, only ``message_stop`` is left: a clean EOF
+there is ``terminal_missing``, and an application that closes the stream there (some SDKs stop
+at the final stop reason) stopped after the answer ended, not ``cancelled``.
 
 Sniffing: only events this contract alone sends prove it; ``ping`` does not (the legacy Text
 Completions API, ``POST /v1/complete`` with ``event: completion``, sends it too, and that path is
@@ -231,6 +234,8 @@ class AnthropicMessagesRoute(Route):
             if reason == "refusal":
                 state.refused_without_text()
             state.stop(reason, success)
+            if not self._open_blocks:
+                state.answer_finished()  # only message_stop, which carries nothing, is left
         usage = obj.get("usage") or {}
         state.usage(usage.get("input_tokens"), usage.get("output_tokens"))
 

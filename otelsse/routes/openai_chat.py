@@ -1,8 +1,11 @@
 """OpenAI Chat Completions, and every OpenAI-compatible server that speaks the same contract.
 
 Terminal rule (reference/provider-contracts.md §2.3): every choice has had a non-null
-``finish_reason``, then ``data: [DONE]``. An ``error`` object anywhere, or ``event: error``, is a
-provider error even when ``[DONE]`` follows. Tool-call fragments are keyed by
+``finish_reason``, then ``data: [DONE]``. A body that ends cleanly after every choice finished
+but without ``[DONE]`` is ``terminal_missing``: not ``complete`` (a cut just before ``[DONE]``
+is the same bytes), not ``truncated`` (the answer is whole); a host profile for a server known
+to end so (``no_done``) makes it ``complete``. An ``error`` object anywhere, or
+``event: error``, is a provider error even when ``[DONE]`` follows. Tool-call fragments are keyed by
 ``(choice index, tool_calls[].index)``; ``id`` and ``name`` come on the first fragment only.
 Servers that leave out the index, or reuse index 0 for parallel calls (Ollama, Gemini's
 compatibility layer), are handled by the id: a fragment with a new id starts a new call.
@@ -377,8 +380,14 @@ class OpenAIChatRoute(Route):
             state.anomaly("done_without_finish_reason")
 
     def on_close(self, state: StreamState) -> None:
-        if not self.ended and not self.require_done and self._all_finished():
-            state.terminal()
+        if not self.ended and self._all_finished():
+            # Every choice finished, then the body ended without ``[DONE]``: the answer is
+            # whole, its end marker missing (``terminal_missing``), unless the server is known
+            # to end so (``require_done`` False: a host profile).
+            if self.require_done:
+                state.answer_finished()
+            else:
+                state.terminal()
 
 
 def _delta_dict(delta: _Delta) -> dict[str, Any]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from otelsse import Outcome, StreamMonitor
+import pytest
+
+from otelsse import Outcome, StreamMonitor, read_stream
 from otelsse.routes import OpenAIChatRoute
 from tests._helpers import run_monitor
 
@@ -75,15 +77,19 @@ def test_arguments_before_the_name_are_joined_to_the_call() -> None:
     assert (call.call_id, call.name, call.arguments) == ("a", "f", {"x": 1})
 
 
-def test_empty_arguments_are_invalid() -> None:
-    """OpenAI sends ``"{}"`` for a call without arguments: empty is cut, not "no arguments"
-    (Anthropic's empty input is an object: see test_anthropic_messages.py)."""
+@pytest.mark.parametrize("arguments", ["", " ", None])
+def test_empty_arguments_are_a_call_without_arguments(arguments: str | None) -> None:
+    """OpenAI sends ``"{}"`` for a call without arguments; other compatible servers send
+    ``""`` (or no ``arguments`` at all) for a tool that takes none: ``{}``, as Anthropic's
+    empty ``partial_json`` is (see test_anthropic_messages.py)."""
+    function = {"name": "f"} if arguments is None else {"name": "f", "arguments": arguments}
     body = _chat_body(
-        _tool_delta({"index": 0, "id": "a", "function": {"name": "f", "arguments": ""}}),
+        _tool_delta({"index": 0, "id": "a", "function": function}),
         [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
     )
     _, openai = run_monitor([body], route="openai.chat_completions")
-    assert openai.outcome is Outcome.PAYLOAD_ERROR
+    assert (openai.outcome, openai.tool_call_invalid_count) == (Outcome.COMPLETE, 0)
+    assert read_stream([body], "openai.chat_completions").tool_calls[0].arguments == {}
 
 
 def test_repeated_finish_reason_is_idempotent_and_counted() -> None:

@@ -83,7 +83,7 @@ def test_a_registered_route_is_detected_first_and_builds_its_adapter() -> None:
         body = read_fixture("edge/chat-stop-without-done.sse")
         _, strict = run_monitor([body], route="openai.chat_completions")
         _, lenient = run_monitor([body], route="acme.chat")
-        assert strict.outcome is Outcome.TRUNCATED
+        assert strict.outcome is Outcome.TERMINAL_MISSING
         assert lenient.outcome is Outcome.COMPLETE
         with pytest.raises(ValueError, match="already registered"):
             register_route(AcmeChat)
