@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 
 from otelsse import Outcome, StreamFault, StreamResult, read_stream
-from otelsse.routes import CHUNK, Route, StreamState, detect_route, handles
+from otelsse.routes import (
+    CHUNK,
+    Route,
+    StreamState,
+    detect_route,
+    handles,
+    register_host,
+    unregister_host,
+)
 from tests._helpers import run_monitor
 
 
@@ -466,3 +474,155 @@ def test_a_late_chat_tool_identity_of_another_type_is_a_payload_error(
     )
     _, report = run_monitor([body], route="openai.chat_completions")
     assert report.outcome is Outcome.PAYLOAD_ERROR
+
+
+# -- a whole answer without its end marker (any host), and a cut before it -------------------
+
+_USAGE = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+#: Shapes of a finished Chat Completions answer as compatible servers end it, before [DONE]:
+#: usage inside the finish chunk, usage in a chunk of its own with no choices (OpenAI's
+#: include_usage), a repeated finish chunk beside the usage (OpenRouter), two choices
+#: finishing apart, and a tool call finished by tool_calls.
+_FINISHED_CHAT = {
+    "usage-in-finish": [_chunk({"content": "Hi"}), {**_chunk({}, "stop"), "usage": _USAGE}],
+    "usage-after": [
+        _chunk({"content": "Hi"}),
+        _chunk({}, "stop"),
+        {"id": "c1", "object": "chat.completion.chunk", "choices": [], "usage": _USAGE},
+    ],
+    "finish-repeated": [
+        _chunk({"content": "Hi"}), _chunk({}, "stop"), {**_chunk({}, "stop"), "usage": _USAGE},
+    ],
+    "two-choices": [
+        _chunk({"content": "A"}, index=0), _chunk({"content": "B"}, index=1),
+        _chunk({}, "stop", index=1), _chunk({}, "length", index=0),
+    ],
+    "tool-call": [
+        _chunk({"tool_calls": [
+            {"index": 0, "id": "t", "function": {"name": "f", "arguments": '{"a": 1}'}},
+        ]}),
+        _chunk({}, "tool_calls"),
+    ],
+}  # fmt: skip
+#: Hosts and paths a Chat Completions stream arrives on: OpenAI itself, an unlisted provider,
+#: a router whose path names the provider behind it, a self-hosted server.
+_CHAT_URLS = (
+    "https://api.openai.com/v1/chat/completions",
+    "https://api.unlisted-llm.example/v1/chat/completions",
+    "https://router.example/api/providers/groq/v1/chat/completions",
+    "http://127.0.0.1:8000/v1/chat/completions",
+)
+
+
+@pytest.mark.parametrize("shape", sorted(_FINISHED_CHAT))
+@pytest.mark.parametrize("url", [*_CHAT_URLS, "auto"])
+def test_a_finished_chat_answer_without_done_is_terminal_missing_on_any_host(
+    shape: str, url: str
+) -> None:
+    """Every choice finished and the body ended cleanly at an event boundary: not complete (a
+    cut just before ``[DONE]`` is the same bytes), not truncated (the answer is whole)."""
+    route = "auto" if url == "auto" else detect_route("POST", url)
+    assert route in ("auto", "openai.chat_completions")
+    body = _data(*_FINISHED_CHAT[shape])
+    outcome, answer = _judge(body, route)
+    assert outcome is Outcome.TERMINAL_MISSING
+    assert isinstance(answer, StreamFault)
+    assert answer.code == "terminal_missing"
+    assert answer.report is not None
+    assert not answer.report.terminal_seen
+    assert _judge(body + b"data: [DONE]\n\n", route)[0] in (Outcome.COMPLETE, Outcome.INCOMPLETE)
+
+
+@pytest.mark.parametrize("shape", sorted(_FINISHED_CHAT))
+def test_every_cut_before_the_last_finish_or_inside_an_event_stays_truncated(shape: str) -> None:
+    """Before every choice has finished, or with part of an event pending, the answer is not
+    whole: truncated, whatever the host."""
+    body = _data(*_FINISHED_CHAT[shape])
+    _, whole = run_monitor([body], route="openai.chat_completions")
+    for cut in range(len(body)):
+        _, report = run_monitor([body[:cut]], route="openai.chat_completions")
+        if report.outcome is Outcome.TERMINAL_MISSING:
+            assert report.finish_reasons == whole.finish_reasons, cut
+            assert body[:cut].endswith(b"\n\n"), cut
+        else:
+            assert report.outcome is Outcome.TRUNCATED, cut
+
+
+def test_a_host_profile_makes_the_missing_done_complete_for_its_host_only() -> None:
+    body = _data(*_FINISHED_CHAT["usage-in-finish"])
+    register_host("api.unlisted-llm.example", "openai.chat_completions:no_done")
+    try:
+        route = detect_route("POST", _CHAT_URLS[1])
+        assert route == "openai.chat_completions:no_done"
+        outcome, answer = _judge(body, route)
+        assert outcome is Outcome.COMPLETE
+        assert isinstance(answer, StreamResult)
+        assert answer.text == "Hi"
+        # Its own rule forgives the marker, never a cut before the finish.
+        assert _judge(body[: body.index(b"\n\n") + 2], route)[0] is Outcome.TRUNCATED
+    finally:
+        unregister_host("api.unlisted-llm.example")
+    assert _judge(body, detect_route("POST", _CHAT_URLS[1]))[0] is Outcome.TERMINAL_MISSING
+
+
+def test_an_anthropic_message_delta_without_message_stop_is_terminal_missing() -> None:
+    start = ("message_start", {"type": "message_start", "message": {"id": "m", "model": "c"}})
+    block = ("content_block_start", {"type": "content_block_start", "index": 0,
+             "content_block": {"type": "text", "text": ""}})  # fmt: skip
+    delta = ("content_block_delta", {"type": "content_block_delta", "index": 0,
+             "delta": {"type": "text_delta", "text": "Hi"}})  # fmt: skip
+    stop_block = ("content_block_stop", {"type": "content_block_stop", "index": 0})
+    finish = ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+              "usage": {"output_tokens": 1}})  # fmt: skip
+    whole = _named(start, block, delta, stop_block, finish)
+    assert _judge(whole, "anthropic.messages")[0] is Outcome.TERMINAL_MISSING
+    # A block still open at the stop: the answer is not whole.
+    assert _judge(_named(start, block, delta, finish), "anthropic.messages")[0] is not (
+        Outcome.TERMINAL_MISSING
+    )
+    assert _judge(_named(start, block, delta, stop_block), "anthropic.messages")[0] is (
+        Outcome.TRUNCATED
+    )
+
+
+# -- empty tool arguments: a call without arguments -------------------------------------------
+
+
+@pytest.mark.parametrize("arguments", ["", "  ", None])
+def test_empty_arguments_are_no_arguments_on_every_route(arguments: str | None) -> None:
+    """``""`` (or no argument text at all) for a tool that takes no parameters reads as ``{}``,
+    as Anthropic's empty ``partial_json`` does; the tool's schema decides in the reader."""
+    function: dict[str, Any] = {"name": "now"}
+    if arguments is not None:
+        function["arguments"] = arguments
+    chat = _data(
+        _chunk({"tool_calls": [{"index": 0, "id": "t", "function": function}]}),
+        _chunk({}, "tool_calls"),
+        done=True,
+    )
+    item = {"type": "function_call", "id": "fc", "call_id": "t", "name": "now"}
+    done_item = {**item, "arguments": arguments or ""}
+    responses = _named(
+        ("response.created", {"type": "response.created", "response": {"id": "r"}}),
+        ("response.output_item.added",
+         {"type": "response.output_item.added", "output_index": 0, "item": item}),
+        ("response.function_call_arguments.done", {
+            "type": "response.function_call_arguments.done", "output_index": 0, "item_id": "fc",
+            "arguments": arguments or "",
+        }),
+        ("response.output_item.done",
+         {"type": "response.output_item.done", "output_index": 0, "item": done_item}),
+        ("response.completed",
+         {"type": "response.completed", "response": {"id": "r", "status": "completed"}}),
+    )  # fmt: skip
+    for body, route in ((chat, "openai.chat_completions"), (responses, "openai.responses")):
+        outcome, answer = _judge(body, route)
+        assert outcome is Outcome.COMPLETE, route
+        assert isinstance(answer, StreamResult)
+        assert [call.arguments for call in answer.tool_calls] == [{}], route
+        takes_none = {"now": {"type": "object", "properties": {}}}
+        assert isinstance(_judge(body, route, tools=takes_none)[1], StreamResult)
+        needs_one = {"now": {"type": "object", "required": ["zone"]}}
+        refused = _judge(body, route, tools=needs_one)[1]
+        assert isinstance(refused, StreamFault)
+        assert refused.code == "tool_schema_error"
