@@ -9,6 +9,12 @@ given). Anything else raises ``StreamFault`` with a stable ``code``: an outcome 
 A fault's message never contains content. Reading stops at the route's last event, a breached
 ceiling or a deadline, and the response is closed.
 
+The reader accepts by the monitor's verdict, so its rules are the observer's: a body that ends
+cleanly after the whole answer but without the route's terminal event (no ``data: [DONE]``) is
+refused as ``terminal_missing``, since a cut just before the marker is the same bytes, unless
+the host's profile says the server ends so (``no_done``: then it is ``complete``). An empty
+argument text is a call without arguments (``{}``), which the tool's schema may refuse.
+
 For a UI that must show tokens as they come, ``StreamReader`` yields ``TextDelta`` values
 first: they are marked ``provisional`` because nothing is accepted until ``result()`` returns.
 

@@ -502,7 +502,7 @@ def assert_recorded(
         assert span.status.status_code is StatusCode.ERROR
     else:
         assert span.status.status_code is not StatusCode.ERROR
-    if outcome == "complete":
+    if outcome == "complete" and attributes[semconv.TERMINAL_SEEN]:
         assert attributes[semconv.BYTES_RECEIVED] == len(body)
 
     assert telemetry.nonzero_outcomes() == {outcome: 1}
@@ -572,6 +572,36 @@ def test_sdk_stream_closed_after_its_terminal_is_complete(case: Case, is_async: 
         assert both.observed == both.plain
         assert both.spans_at_close == 1
         assert_recorded(both.telemetry, case, "complete", expected.stop_reason)
+
+
+def at_final_stop(item: Any) -> bool:
+    """An application that stops at the answer's final stop reason, before the terminal
+    event: Anthropic's ``message_delta``, a chat chunk with a ``finish_reason``."""
+    if getattr(item, "type", None) == "message_delta":
+        return True
+    return any(choice.finish_reason for choice in getattr(item, "choices", None) or ())
+
+
+#: The contracts whose answer ends before their terminal event (Responses ends in it).
+FINAL_STOP_CASES = [case for case in SDK_CASES if case.path != RESPONSES_PATH]
+
+
+@pytest.mark.parametrize("case", params(FINAL_STOP_CASES))
+@SYNC_ASYNC
+def test_sdk_stream_closed_at_its_final_stop_is_judged_by_it(case: Case, is_async: bool) -> None:
+    """Stopping once the answer has ended is not abandoning it: the stream is judged by its
+    stop reason, with ``otelsse.terminal_seen`` false (the server holds the terminal event, so
+    it cannot have arrived)."""
+    expected = EXPECTED[case.fixture]
+    hold_at = event_ends(read_fixture(case.fixture))[-2]
+    with with_and_without(case, is_async, at_final_stop, hold_at=hold_at) as both:
+        assert both.plain.error is None
+        assert both.observed == both.plain
+        assert both.spans_at_close == 1
+        span = assert_recorded(both.telemetry, case, expected.outcome, expected.stop_reason)
+        attributes = span.attributes or {}
+        assert attributes[semconv.TERMINAL_SEEN] is False
+        assert attributes[semconv.BYTES_RECEIVED] <= hold_at
 
 
 @pytest.mark.parametrize("case", params(SDK_CASES))
