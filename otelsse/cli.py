@@ -15,8 +15,12 @@ otelsse demo [--streams N | --duration S] [--prometheus-port P] [--otlp-endpoint
 otelsse demo --provider-only [--host H] [--port 8400]
     Only serve the fake provider (for the examples), until Ctrl-C.
 
-Arguments the demo cannot use (a port it cannot listen on, a summary file it cannot write)
-end it before anything starts, with one line on stderr and status 2.
+Every usage error, of every sub-command (an argument argparse refuses, a file that cannot be
+read or is a damaged recording, a port the demo cannot listen on, a summary file it cannot
+write), is one line on stderr and status 2, before anything starts. Every line this module
+prints passes one function, ``_say``, so no character of a file or an argument that could drive
+a terminal (controls, bidi overrides) reaches it unescaped; the demo's own report
+(``demo/run.py``) prints its own words and the arguments checked here to be printable.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ import socket
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
+from urllib.parse import urlsplit
 
 from ._core.decode import BOM
 from ._core.events import SSEEvent
@@ -46,6 +51,10 @@ EXIT_COMPLETE = 0
 EXIT_NOT_COMPLETE = 1
 EXIT_USAGE = 2
 EXIT_NOT_SSE = 3
+
+#: Streams the demo runs at once, at most: each holds two sockets of the process (its client's
+#: and the fake provider's), and a process commonly may open 1024 files.
+_MAX_CONCURRENCY = 256
 
 #: ``otelsse demo --provider-only`` listens here unless ``--port`` says otherwise (the examples'
 #: default base URL).
@@ -64,6 +73,38 @@ exit status:
   {EXIT_USAGE}  usage error, or the file cannot be read
   {EXIT_NOT_SSE}  not SSE: no data:, event:, id: or retry: line (a JSON error, an HTML page, empty)
 """
+
+
+# -- the output boundary: every line the command line prints -----------------------------------
+
+
+def _escaped(text: str) -> str:
+    """``text`` safe for a terminal: each character that is not printable (C0 and C1 controls,
+    DEL, bidi overrides and other format characters, lone surrogates, line separators) becomes
+    its Python escape (``\\x1b``, ``\\u202e``), so no file or argument can move the cursor,
+    retitle the window, reorder what is shown or end a line."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else ascii(char)[1:-1] for char in text)
+
+
+def _say(stream: TextIO, line: str) -> None:
+    """Print one line, escaped (``_escaped``): every print of the command line goes here."""
+    stream.write(_escaped(line) + "\n")
+
+
+def _fail(line: str) -> int:
+    """A usage error: ``line`` on stderr; its exit status."""
+    _say(sys.stderr, line)
+    return EXIT_USAGE
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors on one line (its usage lines left to ``--help``)."""
+
+    def error(self, message: str) -> NoReturn:
+        _fail(f"{self.prog}: error: {message} (see --help)")
+        self.exit(EXIT_USAGE)
 
 
 def _read_body(path: str) -> bytes:
@@ -247,26 +288,32 @@ def _write(
     fields: dict[str, Any], events: list[SSEEvent] | None, as_json: bool, out: TextIO
 ) -> None:
     """Print ``fields`` (and the events' types and sizes, never their data)."""
+    lines: list[str] = []
     if as_json:
         document = dict(fields)
         if events is not None:
             document["events"] = [{"event": e.event, "data_chars": len(e.data)} for e in events]
-        out.write(json.dumps(document, indent=2) + "\n")
-        return
-    rows = dict(fields)
-    out.write(f"{rows.pop('verdict')}: {rows.pop('reason')}\n")
-    if "replay" in rows:
-        out.write(f"replay: {rows.pop('replay')}\n")
-    if events is not None:
-        out.write(f"\n{'#':>5}  {'event':<40} data chars\n")
-        for number, event in enumerate(events):
-            out.write(f"{number:>5}  {event.event[:40]:<40} {len(event.data)}\n")
-    if rows:
-        out.write("\n")
-        width = max(map(len, rows))
-        for key, value in rows.items():
-            shown = ", ".join(value) if isinstance(value, tuple) else value
-            out.write(f"{key:<{width}}  {shown}\n")
+        # ASCII JSON: its escapes keep every value exact, and ``_say`` has nothing left to do.
+        lines = json.dumps(document, indent=2, ensure_ascii=True).split("\n")
+    else:
+        rows = dict(fields)
+        lines.append(f"{rows.pop('verdict')}: {rows.pop('reason')}")
+        if "replay" in rows:
+            lines.append(f"replay: {rows.pop('replay')}")
+        if events is not None:
+            lines += ["", f"{'#':>5}  {'event':<40} data chars"]
+            lines += (
+                f"{number:>5}  {event.event[:40]:<40} {len(event.data)}"
+                for number, event in enumerate(events)
+            )
+        if rows:
+            lines.append("")
+            width = max(map(len, rows))
+            for key, value in rows.items():
+                shown = ", ".join(value) if isinstance(value, tuple) else value
+                lines.append(f"{key:<{width}}  {shown}")
+    for line in lines:
+        _say(out, line)
 
 
 def _route(args: argparse.Namespace) -> str | None:
@@ -278,7 +325,7 @@ def _route(args: argparse.Namespace) -> str | None:
             register_host(host, profile)
         return detect_route("POST", args.url) or AUTO
     except (KeyError, ValueError) as exc:
-        sys.stderr.write(f"otelsse: --host-profile: {exc.args[0]}\n")
+        _fail(f"otelsse: --host-profile: {exc.args[0]}")
         return None
     finally:
         for host, _ in args.host_profile:
@@ -289,8 +336,7 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
     try:
         body = _read_body(args.file)
     except OSError as exc:
-        sys.stderr.write(f"otelsse: cannot read {args.file}: {exc.strerror}\n")
-        return EXIT_USAGE
+        return _fail(f"otelsse: cannot read {args.file}: {exc.strerror}")
     from .recorder import is_recording
 
     if is_recording(body):
@@ -328,8 +374,12 @@ def _replay(path: str, body: bytes, as_json: bool, out: TextIO) -> int:
         else:
             recording = load_recording(path)
     except (OSError, ValueError) as exc:
-        sys.stderr.write(f"otelsse: cannot replay {path}: {exc}\n")
-        return EXIT_USAGE
+        return _fail(f"otelsse: cannot replay {path}: {exc}")
+    if recording.route not in route_names():
+        return _fail(
+            f"otelsse: cannot replay {path}: its route {recording.route!r} is not registered here"
+            " (a route of your own must be registered in the process that replays)"
+        )
     report = recording.replay()
     fields = _fields(report, None)
     live = recording.outcome
@@ -349,8 +399,7 @@ def _cannot_listen(flag: str, host: str, port: int, error: OSError) -> str:
 
 
 def _demo_error(problem: str) -> int:
-    sys.stderr.write(f"otelsse demo: error: {problem}\n")
-    return EXIT_USAGE
+    return _fail(f"otelsse demo: error: {problem}")
 
 
 def _port_problem(flag: str, host: str, port: int) -> str | None:
@@ -368,6 +417,8 @@ def _port_problem(flag: str, host: str, port: int) -> str | None:
                 probe.bind(address)
     except OSError as exc:
         return _cannot_listen(flag, host, port, exc)
+    except UnicodeError as exc:  # the IDNA encoding of the name: a label empty or too long
+        return f"{flag} {port}: cannot listen on {host}:{port} (not a host name: {exc})"
     return None
 
 
@@ -415,7 +466,7 @@ def _serve_provider(host: str, port: int, out: TextIO) -> int:
             provider = stack.enter_context(FakeProvider(host, port))
         except OSError as exc:  # taken since the check, or refused by the system
             return _demo_error(_cannot_listen("--port", host, port, exc))
-        out.write(f"fake provider at {provider.base_url} (Ctrl-C to stop)\n")
+        _say(out, f"fake provider at {provider.base_url} (Ctrl-C to stop)")
         out.flush()
         try:
             provider.wait()
@@ -433,8 +484,7 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
     try:
         from .demo.run import DemoOptions, ListenError, run_demo
     except ImportError as exc:
-        sys.stderr.write(f"otelsse demo needs {exc.name}: pip install 'otelsse[demo]'\n")
-        return EXIT_USAGE
+        return _fail(f"otelsse demo needs {exc.name}: pip install 'otelsse[demo]'")
     options = DemoOptions(
         streams=args.streams,
         duration=args.duration,
@@ -483,6 +533,31 @@ def _positive(kind: type[int] | type[float]) -> Any:
     return parse
 
 
+def _concurrency(text: str) -> int:
+    value = int(_positive(int)(text))
+    if value > _MAX_CONCURRENCY:
+        raise argparse.ArgumentTypeError(
+            f"at most {_MAX_CONCURRENCY}: {text} (each stream at once holds two of the process's"
+            " open files)"
+        )
+    return value
+
+
+def _text(text: str) -> str:
+    """A host, URL or file name the demo prints back (``demo/run.py``): all printable."""
+    if not text.isprintable():
+        raise argparse.ArgumentTypeError(f"has a character that is not printable: {text}")
+    return text
+
+
+def _url(text: str) -> str:
+    try:
+        _ = urlsplit(_text(text)).port  # raises for an unclosed "[" of an IPv6 host, a bad port
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a URL: {text} ({exc})") from None
+    return text
+
+
 def _host_profile(text: str) -> tuple[str, str]:
     host, equals, profile = text.partition("=")
     if not (host and equals and profile):
@@ -499,7 +574,7 @@ example:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="otelsse", description="Stream-integrity checks for LLM Server-Sent Events."
     )
     commands = parser.add_subparsers(dest="command", required=True)
@@ -516,7 +591,9 @@ def _parser() -> argparse.ArgumentParser:
         "--route", default=AUTO, choices=route_names(), help="provider contract (default: auto)"
     )
     chosen.add_argument(
-        "--url", help="the request's URL (POST): choose the route and host profile from it"
+        "--url",
+        type=_url,
+        help="the request's URL (POST): choose the route and host profile from it",
     )
     inspect.add_argument(
         "--host-profile",
@@ -543,7 +620,12 @@ def _parser() -> argparse.ArgumentParser:
         type=_positive(float),
         help="run for this many seconds instead; inf: until Ctrl-C",
     )
-    demo.add_argument("--concurrency", type=_positive(int), default=4, help="streams at once (4)")
+    demo.add_argument(
+        "--concurrency",
+        type=_concurrency,
+        default=4,
+        help=f"streams at once (4; at most {_MAX_CONCURRENCY})",
+    )
     demo.add_argument("--seed", type=int, default=7, help="the mix of streams is seeded (7)")
     demo.add_argument(
         "--speed",
@@ -555,15 +637,23 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--prometheus-port", type=int, help="expose the metrics for scraping on this port (0: any)"
     )
-    demo.add_argument("--prometheus-host", default="127.0.0.1", help="address to bind (127.0.0.1)")
-    demo.add_argument("--otlp-endpoint", help="also export spans and metrics over OTLP to this URL")
+    demo.add_argument(
+        "--prometheus-host", type=_text, default="127.0.0.1", help="address to bind (127.0.0.1)"
+    )
+    demo.add_argument(
+        "--otlp-endpoint", type=_url, help="also export spans and metrics over OTLP to this URL"
+    )
     demo.add_argument("--otlp-protocol", choices=("grpc", "http/protobuf"), default="grpc")
-    demo.add_argument("--summary-json", metavar="FILE", help="also write the summary as JSON")
+    demo.add_argument(
+        "--summary-json", metavar="FILE", type=_text, help="also write the summary as JSON"
+    )
     demo.add_argument(
         "--provider-only", action="store_true", help="only serve the fake provider (examples)"
     )
     demo.add_argument(
-        "--host", help=f"the fake provider's address (--provider-only only; {_PROVIDER_HOST})"
+        "--host",
+        type=_text,
+        help=f"the fake provider's address (--provider-only only; {_PROVIDER_HOST})",
     )
     demo.add_argument(
         "--port",
@@ -631,8 +721,7 @@ def _proxy(args: argparse.Namespace) -> int:
         from .proxy import ConfigError, load_config, serve
         from .proxy._config import parse_upstream
     except ImportError as exc:
-        sys.stderr.write(f"otelsse proxy needs {exc.name}: pip install 'otelsse[proxy]'\n")
-        return EXIT_USAGE
+        return _fail(f"otelsse proxy needs {exc.name}: pip install 'otelsse[proxy]'")
     try:
         config = load_config(
             args.config,
@@ -649,16 +738,14 @@ def _proxy(args: argparse.Namespace) -> int:
             },
         )
     except ConfigError as exc:
-        sys.stderr.write(f"otelsse proxy: error: {exc}\n")
-        return EXIT_USAGE
+        return _fail(f"otelsse proxy: error: {exc}")
     checked = [("--metrics-listen", config.metrics_listen)]
     if not config.reuse_port:  # a shared port is taken by its other processes, on purpose
         checked.append(("--listen", config.listen))
     for flag, address in checked:
         problem = address and _port_problem(flag, *address)
         if problem:
-            sys.stderr.write(f"otelsse proxy: error: {problem}\n")
-            return EXIT_USAGE
+            return _fail(f"otelsse proxy: error: {problem}")
     return serve(config)
 
 

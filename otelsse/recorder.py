@@ -33,6 +33,7 @@ import os
 import random as _random
 import re
 import secrets
+import sys
 import tempfile
 import threading
 import time
@@ -972,7 +973,7 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
         raise ValueError(f"{os.fspath(path)!r} is not an otelsse recording")
     try:
         record = json.loads(data)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # nested deeper than the interpreter recurses
         raise ValueError(f"{os.fspath(path)!r} is not valid JSON: {exc}") from exc
     if record.get("format") != FORMAT:
         raise ValueError(
@@ -981,7 +982,7 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
         )
     try:
         return _recording(record)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:  # Overflow: float(10**400)
         raise ValueError(f"{os.fspath(path)!r} is a damaged recording: {exc!r}") from exc
 
 
@@ -1009,7 +1010,7 @@ def _recording(record: dict[str, Any]) -> Recording:
         outcome=Outcome(field("outcome", str)).value,
         capture_complete=field("capture_complete", bool),
         chunks=chunks,
-        limits=Limits(**{item.name: limits[item.name] for item in dataclasses.fields(Limits)}),
+        limits=Limits(**{item.name: _limit(limits, item) for item in dataclasses.fields(Limits)}),
         error=error,
         ended_at=None if record["ended_at"] is None else float(field("ended_at", int, float)),
         refused=refused,
@@ -1017,3 +1018,14 @@ def _recording(record: dict[str, Any]) -> Recording:
         sampled=field("sampled", bool),
         report=field("report", dict),
     )
+
+
+def _limit(limits: dict[str, Any], item: dataclasses.Field[Any]) -> Any:
+    """A recorded ceiling: a count no object can exceed (``sys.maxsize``), or None where
+    ``Limits`` has no ceiling by default (``max_events``)."""
+    value = limits[item.name]
+    if value is None and item.default is None:
+        return None
+    if type(value) is not int or not 0 <= value <= sys.maxsize:  # exactly: a bool is no count
+        raise ValueError(f"limits.{item.name}: {value!r}")
+    return value

@@ -1,13 +1,20 @@
 """The ``otelsse inspect`` command line: a verdict line with its reason, then the report (never
 content); exit 0 only when complete, 1 for any other outcome, 2 for usage errors, 3 for a body
-that is not SSE. ``otelsse demo`` has its own module, ``tests/demo/test_demo.py``."""
+that is not SSE. ``otelsse demo`` has its own module, ``tests/demo/test_demo.py``.
+
+Every bad input of every sub-command (arguments, files, damaged recordings) is one line on
+stderr and status 2, never a traceback; nothing printed from a file or an argument carries a
+character that could drive a terminal."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -477,3 +484,263 @@ def test_inspect_a_damaged_recording_is_a_usage_error(
     status, text = _run("inspect", str(path))
     assert (status, text) == (EXIT_USAGE, "")
     assert capsys.readouterr().err.startswith(f"otelsse: cannot replay {path}: ")
+
+
+# -- bad input: one line on stderr, status 2; nothing from a file drives the terminal -----------
+
+
+def _unprintable(text: str) -> list[str]:
+    """The characters of ``text`` that could drive a terminal: controls (C0, DEL, C1), bidi
+    overrides and other format characters, lone surrogates, line separators; not the LF that
+    ends a line."""
+    return [char for char in text if char != "\n" and not char.isprintable()]
+
+
+def _assert_one_clean_line(status: object, out: str, err: str) -> None:
+    assert (status, out) == (EXIT_USAGE, ""), err
+    assert "Traceback" not in err
+    assert err.endswith("\n")
+    [line] = err.splitlines()  # also splits at the Unicode line separators
+    assert line.startswith("otelsse"), line
+    assert _unprintable(err) == []
+
+
+def _main_status(argv: list[str]) -> object:
+    """``main``'s status, also where argparse exits (as ``python -m otelsse`` would)."""
+    try:
+        return main(argv)
+    except SystemExit as exited:
+        return exited.code
+
+
+#: Characters of every kind a terminal acts on: ESC (an SGR colour, an OSC title), BEL, DEL, C1
+#: CSI, a bidi override, a line separator, and a lone surrogate (a byte that is not UTF-8, in an
+#: argument or a file name, reaches Python as one; a JSON escape can make any).
+_HOSTILE = "\x1b[31m\x1b]0;owned\x07\x7f\x9b2J\u202e\u2028\udcff"
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A recording file's document, as the flight recorder wrote it."""
+    directory = tmp_path_factory.mktemp("recorded")
+    path = _record(directory, "synthetic/openai-responses-function-call-truncated.sse")
+    document: dict[str, Any] = json.loads(path.read_text())
+    return document
+
+
+def _file(directory: Path, content: bytes | str | dict[str, Any]) -> str:
+    path = directory / "input.json"
+    if isinstance(content, dict):
+        content = json.dumps(content)
+    path.write_bytes(
+        content.encode("utf-8", "surrogateescape") if isinstance(content, str) else content
+    )
+    return str(path)
+
+
+_HEAD = '{"format":"otelsse-recording/1",'
+_DEEP = 200_000  # far past the interpreter's recursion limit
+_BODY = str(FIXTURES / "real/anthropic-text.sse")
+_CHAT_URL = "https://a.example/v1/chat/completions"
+
+#: Command lines (given a directory to write in) that are usage errors.
+_BAD_ARGUMENTS: dict[str, Callable[[Path], list[str]]] = {
+    "no-command": lambda d: [],
+    "unknown-command": lambda d: [f"nope{_HOSTILE}"],
+    "unknown-option": lambda d: ["inspect", "-", f"--bogus{_HOSTILE}"],
+    "inspect-no-file": lambda d: ["inspect"],
+    "route-unregistered": lambda d: ["inspect", "-", "--route", f"nope{_HOSTILE}"],
+    "chunk-size-not-int": lambda d: ["inspect", "-", "--chunk-size", "1.5"],
+    "chunk-size-negative": lambda d: ["inspect", "-", "--chunk-size", "-1"],
+    "chunk-size-control": lambda d: ["inspect", "-", "--chunk-size", _HOSTILE],
+    "chunk-size-5000-digits": lambda d: ["inspect", "-", "--chunk-size", "9" * 5000],
+    "url-unclosed-bracket": lambda d: ["inspect", _BODY, "--url", "http://[::1"],
+    "url-port-too-big": lambda d: ["inspect", _BODY, "--url", "http://a:99999"],
+    "url-control": lambda d: ["inspect", _BODY, "--url", f"http://a{_HOSTILE}"],
+    "host-profile-unregistered": lambda d: [
+        "inspect", _BODY, "--url", _CHAT_URL, "--host-profile", f"a.example=nope{_HOSTILE}"
+    ],
+    "host-profile-no-equals": lambda d: ["inspect", "-", "--host-profile", _HOSTILE],
+    "file-missing": lambda d: ["inspect", str(d / f"missing{_HOSTILE}.sse")],
+    "file-is-a-directory": lambda d: ["inspect", str(d)],
+    # the demo's, refused before anything starts
+    "demo-streams-not-int": lambda d: ["demo", "--streams", "ten"],
+    "demo-streams-negative": lambda d: ["demo", "--streams", "-3"],
+    "demo-concurrency-huge": lambda d: ["demo", "--concurrency", str(10**30)],
+    "demo-duration-nan": lambda d: ["demo", "--duration", "nan"],
+    "demo-seed-control": lambda d: ["demo", "--seed", _HOSTILE],
+    "demo-speed-below-one": lambda d: ["demo", "--speed", "0.5"],
+    "demo-port-huge": lambda d: ["demo", "--provider-only", "--port", str(10**30)],
+    "demo-port-negative": lambda d: ["demo", "--provider-only", "--port", "-1"],
+    "demo-prometheus-port-huge": lambda d: ["demo", "--prometheus-port", str(10**30)],
+    "demo-prometheus-host-control": lambda d: [
+        "demo", "--prometheus-port", "0", "--prometheus-host", _HOSTILE
+    ],
+    "demo-prometheus-host-label-too-long": lambda d: [
+        "demo", "--prometheus-port", "0", "--prometheus-host", "a" * 64
+    ],
+    "demo-host-control": lambda d: ["demo", "--provider-only", "--host", _HOSTILE],
+    "demo-host-label-empty": lambda d: ["demo", "--provider-only", "--host", "a..b"],
+    "demo-otlp-unclosed-bracket": lambda d: ["demo", "--otlp-endpoint", "http://[::1"],
+    "demo-otlp-control": lambda d: ["demo", "--otlp-endpoint", f"http://127.0.0.1/{_HOSTILE}"],
+    "demo-summary-directory": lambda d: ["demo", "--summary-json", str(d)],
+    "demo-summary-no-directory": lambda d: ["demo", "--summary-json", str(d / "no" / "s.json")],
+    "demo-summary-control": lambda d: ["demo", "--summary-json", str(d / f"s{_HOSTILE}.json")],
+    # the proxy's settings are its own; what it prints of them passes the same door
+    "proxy-config-missing": lambda d: ["proxy", "--config", str(d / f"no{_HOSTILE}.toml")],
+    "proxy-upstream-name": lambda d: ["proxy", "--upstream", f"x{_HOSTILE}=http://127.0.0.1:1"],
+}  # fmt: skip
+
+#: Files (given the document of a good recording) that start like a recording and are none.
+_BAD_RECORDINGS: dict[str, Callable[[dict[str, Any]], bytes | str | dict[str, Any]]] = {
+    "not-utf8": lambda r: _HEAD.encode() + b'"id":"\xff"}',
+    "not-json": lambda r: _HEAD + "nope}",
+    "truncated": lambda r: json.dumps(r)[:300],
+    "trailing-data": lambda r: json.dumps(r) + "{}",
+    "too-deep": lambda r: _HEAD + '"id":' + "[" * _DEEP + "]" * _DEEP + "}",
+    "other-version": lambda r: r | {"format": f"otelsse-recording/9{_HOSTILE}"},
+    "only-format": lambda r: _HEAD[:-1] + "}",
+    "no-chunks": lambda r: {key: value for key, value in r.items() if key != "chunks"},
+    "chunks-object": lambda r: r | {"chunks": {"a": 1}},
+    "chunk-short": lambda r: r | {"chunks": [[0.0]]},
+    "chunk-not-base64": lambda r: r | {"chunks": [[0.0, _HOSTILE]]},
+    "chunk-time-text": lambda r: r | {"chunks": [[_HOSTILE, "AA=="]]},
+    "chunk-time-huge": lambda r: r | {"chunks": [[10**400, "AA=="]]},
+    "id-number": lambda r: r | {"id": 7},
+    "created-text": lambda r: r | {"created": _HOSTILE},
+    "created-huge": lambda r: r | {"created": 10**400},
+    "ended-at-huge": lambda r: r | {"ended_at": 10**400},
+    "outcome-unknown": lambda r: r | {"outcome": _HOSTILE},
+    "error-unknown": lambda r: r | {"error": _HOSTILE},
+    "refused-unknown": lambda r: r | {"refused": _HOSTILE},
+    "report-list": lambda r: r | {"report": []},
+    "sampled-number": lambda r: r | {"sampled": 1},
+    "route-unregistered": lambda r: r | {"route": f"nope{_HOSTILE}"},
+    "route-number": lambda r: r | {"route": 1},
+    "limits-list": lambda r: r | {"limits": []},
+    "limits-empty": lambda r: r | {"limits": {}},
+    "limit-text": lambda r: r | {"limits": r["limits"] | {"max_line_bytes": _HOSTILE}},
+    "limit-float": lambda r: r | {"limits": r["limits"] | {"max_event_bytes": 1.5}},
+    "limit-bool": lambda r: r | {"limits": r["limits"] | {"max_parts": True}},
+    "limit-negative": lambda r: r | {"limits": r["limits"] | {"max_tool_calls": -1}},
+    "limit-huge": lambda r: r | {"limits": r["limits"] | {"max_text_chars": 10**400}},
+    "limit-null": lambda r: r | {"limits": r["limits"] | {"max_line_bytes": None}},
+}
+
+
+def _argv(case: str, directory: Path, recorded: dict[str, Any]) -> list[str]:
+    if case in _BAD_ARGUMENTS:
+        return _BAD_ARGUMENTS[case](directory)
+    content = _BAD_RECORDINGS[case.removeprefix("recording-")](recorded)
+    return ["inspect", _file(directory, content)]
+
+
+@pytest.mark.parametrize(
+    "case", [*_BAD_ARGUMENTS, *(f"recording-{name}" for name in _BAD_RECORDINGS)]
+)
+def test_every_bad_input_is_one_escaped_line_and_status_2(
+    case: str,
+    tmp_path: Path,
+    recorded: dict[str, Any],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"data: {}\n\n")))
+    status = _main_status(_argv(case, tmp_path, recorded))
+    captured = capsys.readouterr()
+    _assert_one_clean_line(status, captured.out, captured.err)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "recording-too-deep",
+        "recording-route-unregistered",
+        "recording-limit-text",
+        "route-unregistered",
+        "demo-otlp-unclosed-bracket",
+        "file-name-not-utf8",
+    ],
+)
+def test_the_command_prints_one_escaped_line_and_exits_2(
+    case: str, tmp_path: Path, recorded: dict[str, Any]
+) -> None:
+    """The real command, as a terminal runs it: the bytes it writes, not text in-process."""
+    if case == "file-name-not-utf8":  # reaches Python as lone surrogates
+        argv = [b"inspect", bytes(tmp_path) + b"/\xff\x1b[2J.sse"]
+    else:
+        argv = [os.fsencode(argument) for argument in _argv(case, tmp_path, recorded)]
+    result = subprocess.run(
+        [sys.executable, "-m", "otelsse", *argv],
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    # Strict UTF-8: a lone surrogate written out (or any stray byte) fails here.
+    _assert_one_clean_line(result.returncode, result.stdout.decode(), result.stderr.decode())
+
+
+def _hostile_recording(directory: Path, recorded: dict[str, Any]) -> str:
+    """A recording whose every printed string carries ``_HOSTILE``: its id, and the response's
+    id, model, finish reason and error code in its skeleton (which a crafted file may hold)."""
+    word = json.dumps(_HOSTILE)
+    body = (
+        f'data: {{"id":{word},"object":"chat.completion.chunk","model":{word},'
+        f'"choices":[{{"index":0,"delta":{{"role":"assistant"}}}}]}}\n\n'
+        f'data: {{"id":{word},"object":"chat.completion.chunk","model":{word},'
+        f'"choices":[{{"index":0,"delta":{{}},"finish_reason":{word}}}]}}\n\n'
+        f'data: {{"error":{{"code":{word},"message":"x"}}}}\n\n'
+    ).encode()
+    return _file(
+        directory,
+        recorded
+        | {
+            "id": _HOSTILE,
+            "route": "openai.chat_completions",
+            "judged_as": "openai.chat_completions",
+            "refused": None,
+            "error": None,
+            "chunks": [[0.0, base64.b64encode(body).decode()]],
+        },
+    )
+
+
+def test_a_recording_prints_every_string_of_its_own_escaped(
+    tmp_path: Path, recorded: dict[str, Any]
+) -> None:
+    path = _hostile_recording(tmp_path, recorded)
+    status, text = _run("inspect", path)
+    assert status == EXIT_NOT_COMPLETE
+    assert _unprintable(text) == []
+    escaped = r"\x1b[31m\x1b]0;owned\x07\x7f\x9b2J\u202e\u2028\udcff"
+    fields = _text_fields(text)
+    assert fields["replay"].endswith(f"of recording {escaped}")
+    for name in [
+        "recording.id",
+        "gen_ai.response.id",
+        "gen_ai.response.model",
+        "otelsse.stop_reason",
+        "gen_ai.response.finish_reasons",
+        "otelsse.provider_error_code",
+    ]:
+        assert escaped in fields[name], name
+    # JSON is ASCII, its own escapes: every value exact.
+    status, document = _run("inspect", path, "--json")
+    assert document.isascii()
+    assert _unprintable(document) == []
+    fields = json.loads(document)
+    assert fields["recording.id"] == fields["gen_ai.response.model"] == _HOSTILE
+    assert fields["otelsse.provider_error_code"] == _HOSTILE
+
+
+def test_a_body_prints_its_event_types_escaped(tmp_path: Path) -> None:
+    # Its bytes but the surrogate's: invalid UTF-8 would make the outcome decode_error.
+    event = f"boom{_HOSTILE.removesuffix(chr(0xDCFF))}".encode()
+    body = b"event: " + event + b"\ndata: {}\n\nevent: " + event + b"\ndata: {"
+    status, text = _inspect_body(tmp_path, body, "--events")
+    assert status == EXIT_NOT_COMPLETE
+    assert _unprintable(text) == []
+    escaped = r"boom\x1b[31m\x1b]0;owned\x07\x7f\x9b2J\u202e\u2028"
+    first, *rows = text.splitlines()
+    assert first.endswith(f"; last event {escaped}")
+    assert rows[2].split() == ["0", escaped, "2"]
