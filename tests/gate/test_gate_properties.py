@@ -197,8 +197,8 @@ class Planned:
         """The seed's checks in pipeline order: (error class or None, parsed arguments)."""
         if route == GEMINI:
             value = {} if self.args is _ABSENT or self.args is None else self.args
-        elif route == ANTHROPIC and not self.text.strip():
-            value = {}  # the block's ``input`` from content_block_start
+        elif not self.text.strip():
+            value = {}  # no argument text: no arguments (Anthropic: its block's ``input``)
         else:
             try:
                 value = _STRICT.decode(self.text)
@@ -1137,6 +1137,11 @@ def expected_faults(case: Case, calls: list[Planned], terminal_read: bool | None
     if case.fault == "error":
         return {"provider_error"}
     if case.fault == "omit_terminal":
+        # Chat's [DONE] and Anthropic's message_stop come after the whole answer: without them
+        # it is terminal_missing (still refused), unless its calls already make it a payload
+        # error. Responses and Gemini end the answer in their terminal event.
+        if case.route in (CHAT, ANTHROPIC):
+            return {"payload_error" if whole == "payload_error" else "terminal_missing"}
         return {"truncated"}
     if case.fault == "cut":
         refused = {"timeout"} if case.ending == "timeout" else {"truncated"}
