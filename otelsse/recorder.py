@@ -81,6 +81,10 @@ _WIDE = {2: "\u00a4", 3: "\u2588", 4: "\U0001f512"}
 # invalid one of the same length: a lone 0xFF, or a valid prefix that no continuation follows.
 # Written as ``surrogateescape`` characters, encoded back to exactly these bytes.
 _INVALID_UTF8 = {1: "\udcff", 2: "\udce1\udc80", 3: "\udcf1\udc80\udc80"}
+# But a lone lead byte that ends the body is a character cut off, which the parser holds back
+# as truncation (not corruption): it becomes a lead byte, still a prefix at the end.
+_CUT_LEAD = "\udcc2"
+_LEADS = range(0xC2, 0xF5)
 _ALNUM = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 # A pseudonym that collides with another id's is drawn again, up to this many times.
 _PSEUDONYM_DRAWS = 32
@@ -446,9 +450,9 @@ def _note_subpart(error: UnicodeError) -> tuple[str, int]:
 codecs.register_error(_SUBPART_ERRORS, _note_subpart)
 
 
-def _decode(body: bytes) -> tuple[str, list[tuple[int, int]]]:
+def _decode(body: bytes) -> tuple[str, list[tuple[int, str]]]:
     """The body as the parser reads it (each invalid sequence one U+FFFD), and for each of
-    those its character index and how many bytes it stood for."""
+    those its character index and the invalid bytes (``surrogateescape``) that stand in."""
     try:
         return body.decode("utf-8"), []
     except UnicodeDecodeError:
@@ -458,19 +462,20 @@ def _decode(body: bytes) -> tuple[str, list[tuple[int, int]]]:
     invalid, characters, previous = [], 0, 0
     for start, end in _subparts.found:
         characters += len(body[previous:start].decode("utf-8"))
-        invalid.append((characters, end - start))
+        cut = end == len(body) and end - start == 1 and body[start] in _LEADS
+        invalid.append((characters, _CUT_LEAD if cut else _INVALID_UTF8[end - start]))
         characters += 1
         previous = end
     return text, invalid
 
 
-def _encode(text: str, invalid: list[tuple[int, int]]) -> bytes:
+def _encode(text: str, invalid: list[tuple[int, str]]) -> bytes:
     if not invalid:
         return text.encode("utf-8")
     parts, previous = [], 0
-    for index, size in invalid:
+    for index, stand_in in invalid:
         parts.append(text[previous:index])
-        parts.append(_INVALID_UTF8[size])
+        parts.append(stand_in)
         previous = index + 1
     parts.append(text[previous:])
     return "".join(parts).encode("utf-8", "surrogateescape")

@@ -177,6 +177,7 @@ def _cases() -> dict[str, Case]:
         "truncated-responses": Case(_without_last_event(responses), RESPONSES),
         "truncated-gemini": Case(gemini[: len(gemini) // 3], GEMINI),
         "truncated-mid-utf8": Case(read_fixture("edge/chat-cut-mid-utf8.sse"), "auto"),
+        "truncated-after-a-lead-byte": Case(chat[:first_text] + b"\xc3", CHAT),
         "truncated-transport": Case(chat[: len(chat) // 3], CHAT, error="transport"),
         "complete-then-transport": Case(chat, CHAT, error="transport"),
         "timeout": Case(chat[: len(chat) // 3], CHAT, error="timeout"),
