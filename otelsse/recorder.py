@@ -29,6 +29,7 @@ import codecs
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import os
 import random as _random
@@ -58,6 +59,8 @@ from .monitor import (
 from .routes import make_adapter
 
 __all__ = ["FlightRecorder", "Recording", "Tape", "is_recording", "load_recording"]
+
+_LOG = logging.getLogger("otelsse")
 
 #: The ``format`` of a recording file this module writes and reads.
 FORMAT = "otelsse-recording/1"
@@ -829,6 +832,12 @@ class FlightRecorder:
         limits: the ``Limits`` the live monitors use; a replay judges with them.
         random: the sampling draw (uniform in [0, 1)).
 
+    Attributes:
+        prune_failures: how many times the ring could not remove an entry named like a
+            recording (a directory, a file it may not delete). Such an entry is skipped and
+            left out of the bounds, which hold over the other recordings; the first failure
+            is logged at WARNING.
+
     Raises:
         ValueError: a bound that is not positive, or ``sample_rate`` outside [0, 1].
         OSError: ``directory`` cannot be created.
@@ -863,6 +872,7 @@ class FlightRecorder:
         self.limits = limits or Limits()
         self._random = random
         self._lock = threading.Lock()
+        self.prune_failures = 0
 
     def start(self, route: str, started_at: float) -> Tape:
         """A tape for a stream read by ``StreamMonitor(route)``, its request sent at
@@ -875,7 +885,8 @@ class FlightRecorder:
         stream was sampled, and return the recording's id; else None (also for a tape already
         kept, or a recording larger than the whole ring).
 
-        Never raises for any body; an ``OSError`` writing the file is the caller's.
+        Never raises for any body, nor for an entry the ring cannot remove (it is skipped); an
+        ``OSError`` writing the file is the caller's.
         """
         taken = tape._take()
         if taken is None or (report.outcome == Outcome.COMPLETE and not tape.sampled):
@@ -921,13 +932,14 @@ class FlightRecorder:
 
     def _prune(self, newest: str) -> bool:
         """Remove the oldest recordings until the ring is within its bounds; False when that
-        removed ``newest`` too (it alone is larger than ``max_total_bytes``)."""
+        removed ``newest`` too (it alone is larger than ``max_total_bytes``). An entry it
+        cannot remove is skipped and left out of the bounds (``prune_failures``)."""
         entries: list[tuple[str, int]] = []
         with os.scandir(self.directory) as found:
             for entry in found:
                 if _FILE_NAME.match(entry.name):
                     try:
-                        entries.append((entry.name, entry.stat().st_size))
+                        entries.append((entry.name, entry.stat(follow_symlinks=False).st_size))
                     except FileNotFoundError:
                         continue  # another process's ring removed it
         entries.sort()
@@ -936,13 +948,26 @@ class FlightRecorder:
         for name, size in entries:
             if count <= self.max_recordings and total <= self.max_total_bytes:
                 break
+            count, total = count - 1, total - size
             try:
                 os.unlink(os.path.join(self.directory, name))
             except FileNotFoundError:
-                pass
-            count, total = count - 1, total - size
+                pass  # another process's ring removed it
+            except OSError as exc:
+                self._cannot_remove(name, exc)
+                continue
             kept = kept and name != newest
         return kept
+
+    def _cannot_remove(self, name: str, error: OSError) -> None:
+        self.prune_failures += 1
+        if self.prune_failures == 1:
+            _LOG.warning(
+                "otelsse's flight recorder cannot remove %s from its ring (%s); it is skipped, "
+                "and the ring's bounds hold over the other recordings",
+                os.path.join(self.directory, name),
+                error.strerror or type(error).__name__,
+            )
 
 
 _REPORT_FIELDS = (

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import logging
 import random
 import re
 import subprocess
@@ -806,6 +807,35 @@ def test_the_ring_stays_within_max_total_bytes_oldest_first(tmp_path: Path) -> N
     kept = _recordings(tmp_path / "ring")
     assert [load_recording(path).id for path in kept] == ids[2:]
     assert sum(path.stat().st_size for path in kept) <= int(size * 2.5)
+
+
+@pytest.mark.parametrize("bound", ["max_recordings", "max_total_bytes"])
+def test_an_entry_the_ring_cannot_remove_is_skipped_and_the_bounds_hold_over_the_rest(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, bound: str
+) -> None:
+    """A directory named like the oldest recording (``os.unlink`` refuses it, even as root):
+    every ``keep()`` still succeeds, the newest three recordings stay, the entry is left alone,
+    and each failed removal is counted (the first one logged)."""
+    probe = FlightRecorder(tmp_path / "probe")
+    _failing(probe)
+    (one,) = _recordings(tmp_path / "probe")
+    ring = tmp_path / "ring"
+    stuck = ring / f"otelsse-{0:020d}-{0:016x}.json"
+    stuck.mkdir(parents=True)
+    (stuck / "inside").write_bytes(b"not a recording")
+    limit = {"max_recordings": 3, "max_total_bytes": int(one.stat().st_size * 3.5)}[bound]
+    flight = FlightRecorder(ring, **{bound: limit})
+    with caplog.at_level(logging.DEBUG, logger="otelsse"):
+        ids = [_failing(flight) for _ in range(8)]
+    assert None not in ids
+    assert [load_recording(path).id for path in _recordings(ring) if path != stuck] == ids[-3:]
+    assert (stuck / "inside").read_bytes() == b"not a recording"
+    # Once per keep() past the bound: from the third for the count (the entry counts until it
+    # fails); for bytes from the fourth, or sooner by the directory's own (filesystem's) size.
+    assert flight.prune_failures in {"max_recordings": {6}, "max_total_bytes": range(5, 9)}[bound]
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1
+    assert stuck.name in warnings[0].getMessage()
 
 
 def test_a_recording_larger_than_the_whole_ring_is_not_kept(tmp_path: Path) -> None:
