@@ -5,9 +5,10 @@
     load_recording(path).replay()           -> StreamReport with the live outcome
 
 A skeleton has every byte of the body in place, with the same chunk boundaries and timings, but
-no content: SSE framing, ``event:`` names, JSON keys, punctuation and the protocol vocabulary the
-routes judge by stay; every other string, number and tool argument is replaced by a placeholder
-of the same byte length that decodes to the same number of characters (docs/recorder.md).
+no content: SSE framing, JSON keys, punctuation and the protocol values the routes judge by
+(event names, types, stop reasons, error codes: bounded identifiers, never free text) stay;
+every other string, number and tool argument is replaced by a placeholder of the same byte
+length that decodes to the same number of characters (docs/recorder.md).
 
 How it is built, at ``keep()`` and only for the streams kept: the body is decoded once (invalid
 UTF-8 noted by maximal subpart, as the parser replaces it), framed into lines and events, and
@@ -28,6 +29,7 @@ import codecs
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import os
 import random as _random
@@ -59,6 +61,8 @@ from .routes import make_adapter
 
 __all__ = ["FlightRecorder", "Recording", "Tape", "is_recording", "load_recording"]
 
+_LOG = logging.getLogger("otelsse")
+
 #: The ``format`` of a recording file this module writes and reads.
 FORMAT = "otelsse-recording/1"
 # The format is written first in every file, so that ``is_recording`` reads a prefix only
@@ -82,6 +86,10 @@ _WIDE = {2: "\u00a4", 3: "\u2588", 4: "\U0001f512"}
 # invalid one of the same length: a lone 0xFF, or a valid prefix that no continuation follows.
 # Written as ``surrogateescape`` characters, encoded back to exactly these bytes.
 _INVALID_UTF8 = {1: "\udcff", 2: "\udce1\udc80", 3: "\udcf1\udc80\udc80"}
+# But a lone lead byte that ends the body is a character cut off, which the parser holds back
+# as truncation (not corruption): it becomes a lead byte, still a prefix at the end.
+_CUT_LEAD = "\udcc2"
+_LEADS = range(0xC2, 0xF5)
 _ALNUM = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 # A pseudonym that collides with another id's is drawn again, up to this many times.
 _PSEUDONYM_DRAWS = 32
@@ -279,10 +287,18 @@ def _string_value(token: str) -> str:
 
 
 class _Rules(NamedTuple):
-    """Which JSON values of a route's events are vocabulary, ids or tool arguments (by key)."""
+    """Which JSON values of a route's events are vocabulary, ids or tool arguments (by key).
+
+    A value is kept verbatim only where it is a protocol value (``_protocol_value``): under a
+    key of ``words``, or of ``errors`` inside an error. Free text under those keys is redacted.
+    """
 
     #: String values kept verbatim: the vocabulary the route (and its sniffing) judges by.
     words: frozenset[str]
+    #: String and number values kept only inside an ``error`` object or at an error event's
+    #: top level (``_is_error_event``): the provider error code the route reports. Elsewhere
+    #: the same key holds content (a code interpreter's ``code``).
+    errors: frozenset[str]
     #: String values whose equality matters (calls, items, responses): pseudonymised.
     ids: frozenset[str]
     #: Numbers kept verbatim (indexes, sequence numbers).
@@ -300,6 +316,7 @@ class _Rules(NamedTuple):
 
 _CHAT = _Rules(
     words=frozenset({"object", "type", "role", "finish_reason", "model"}),
+    errors=frozenset({"code"}),
     ids=frozenset({"id"}),
     numbers=frozenset({"index"}),
     usage=frozenset({"usage"}),
@@ -309,6 +326,7 @@ _CHAT = _Rules(
 )
 _RESPONSES = _Rules(
     words=frozenset({"object", "type", "role", "status", "model", "reason"}),
+    errors=frozenset({"code"}),
     ids=frozenset({"id", "item_id", "call_id", "previous_response_id"}),
     numbers=frozenset(
         {"output_index", "content_index", "summary_index", "sequence_number", "index"}
@@ -320,6 +338,7 @@ _RESPONSES = _Rules(
 )
 _ANTHROPIC = _Rules(
     words=frozenset({"type", "role", "model", "stop_reason"}),
+    errors=frozenset(),  # its code is the error's ``type``, a word
     ids=frozenset({"id", "tool_use_id"}),
     numbers=frozenset({"index"}),
     usage=frozenset({"usage"}),
@@ -328,7 +347,8 @@ _ANTHROPIC = _Rules(
     opaque=frozenset({"input"}),
 )
 _GEMINI = _Rules(
-    words=frozenset({"finishReason", "blockReason", "role", "modelVersion", "status"}),
+    words=frozenset({"finishReason", "blockReason", "role", "modelVersion"}),
+    errors=frozenset({"status", "code"}),
     ids=frozenset({"id", "responseId"}),
     numbers=frozenset({"index"}),
     usage=frozenset({"usageMetadata"}),
@@ -336,17 +356,17 @@ _GEMINI = _Rules(
     arguments=frozenset(),
     opaque=frozenset({"args"}),
 )
-#: The rules by the route name a report carries (a host profile reads as its route). Besides
-#: them, every route keeps the ``code`` of an error object (or of a top-level error event).
+#: The rules by the route name a report carries (a host profile reads as its route).
 _RULES: dict[str, _Rules] = {
     "openai.chat_completions": _CHAT,
     "openai.responses": _RESPONSES,
     "anthropic.messages": _ANTHROPIC,
     "gemini.generate_content": _GEMINI,
 }
-# Generic SSE and routes of the application's own: every rule at once, fragments anywhere.
+# Routes of the application's own: every rule at once, fragments anywhere.
 _ANY = _Rules(
     words=frozenset().union(*(rules.words for rules in _RULES.values())),
+    errors=frozenset().union(*(rules.errors for rules in _RULES.values())),
     ids=frozenset().union(*(rules.ids for rules in _RULES.values())),
     numbers=frozenset().union(*(rules.numbers for rules in _RULES.values())),
     usage=frozenset().union(*(rules.usage for rules in _RULES.values())),
@@ -354,8 +374,39 @@ _ANY = _Rules(
     arguments=frozenset().union(*(rules.arguments for rules in _RULES.values())),
     opaque=frozenset().union(*(rules.opaque for rules in _RULES.values())),
 )
+# Generic SSE judges by nothing in its data, only by event names: none of it is kept, and the
+# subtrees whose keys are the user's go keys and all, as under every route.
+_RULES["generic"] = _Rules(
+    words=frozenset(),
+    errors=frozenset(),
+    ids=frozenset(),
+    numbers=frozenset(),
+    usage=frozenset(),
+    fragments=frozenset(),
+    arguments=frozenset(),
+    opaque=_ANY.opaque,
+)
 _ERROR_KEY = "error"
-_CODE_KEY = "code"
+# A protocol value: an identifier of a closed character set and bounded length, such as
+# ``rate_limit_exceeded``, ``response.output_text.delta``, ``models/gemini-2.5-pro`` or
+# ``claude-sonnet-4@20250514``; never a sentence or a program (no space, quote or bracket).
+_PROTOCOL_VALUE = re.compile(r"[A-Za-z0-9_.:/@-]{1,128}")
+
+
+def _is_protocol_value(value: str) -> bool:
+    return _PROTOCOL_VALUE.fullmatch(value) is not None
+
+
+def _protocol_value(value: str) -> str:
+    """``value`` when it is a protocol value, else redacted (``_plain``): what a kept word
+    becomes. Equal values still become equal placeholders, so comparisons replay."""
+    return value if _is_protocol_value(value) else _plain(value)
+
+
+def _is_error_event(name: str, payload: Any) -> bool:
+    """An error event: ``event: error`` (chat gateways, Anthropic, generic SSE) or data of
+    ``type`` ``error`` (Responses, Anthropic)."""
+    return name == _ERROR_KEY or (type(payload) is dict and payload.get("type") == _ERROR_KEY)
 
 
 # -- the route's reading: which call each argument fragment feeds -------------------------------
@@ -447,9 +498,9 @@ def _note_subpart(error: UnicodeError) -> tuple[str, int]:
 codecs.register_error(_SUBPART_ERRORS, _note_subpart)
 
 
-def _decode(body: bytes) -> tuple[str, list[tuple[int, int]]]:
+def _decode(body: bytes) -> tuple[str, list[tuple[int, str]]]:
     """The body as the parser reads it (each invalid sequence one U+FFFD), and for each of
-    those its character index and how many bytes it stood for."""
+    those its character index and the invalid bytes (``surrogateescape``) that stand in."""
     try:
         return body.decode("utf-8"), []
     except UnicodeDecodeError:
@@ -459,19 +510,20 @@ def _decode(body: bytes) -> tuple[str, list[tuple[int, int]]]:
     invalid, characters, previous = [], 0, 0
     for start, end in _subparts.found:
         characters += len(body[previous:start].decode("utf-8"))
-        invalid.append((characters, end - start))
+        cut = end == len(body) and end - start == 1 and body[start] in _LEADS
+        invalid.append((characters, _CUT_LEAD if cut else _INVALID_UTF8[end - start]))
         characters += 1
         previous = end
     return text, invalid
 
 
-def _encode(text: str, invalid: list[tuple[int, int]]) -> bytes:
+def _encode(text: str, invalid: list[tuple[int, str]]) -> bytes:
     if not invalid:
         return text.encode("utf-8")
     parts, previous = [], 0
-    for index, size in invalid:
+    for index, stand_in in invalid:
         parts.append(text[previous:index])
-        parts.append(_INVALID_UTF8[size])
+        parts.append(stand_in)
         previous = index + 1
     parts.append(text[previous:])
     return "".join(parts).encode("utf-8", "surrogateescape")
@@ -546,16 +598,15 @@ class _Skeleton:
     ) -> None:
         """One event's lines; ``ended``: a blank line followed (else it is the pending tail)."""
         fields = [_field(text, start, end) for start, end, _ in lines]
-        values = [
-            text[value:end]
-            for (name, value), (_, end, _) in zip(fields, lines, strict=True)
-            if name == "data"
-        ]
+        values: dict[str | None, list[str]] = {}
+        for (name, value), (_, end, _) in zip(fields, lines, strict=True):
+            values.setdefault(name, []).append(text[value:end])
         pieces: Iterator[str] = iter(())
-        if values:
-            data = "\n".join(values)
+        if "data" in values:
+            data = "\n".join(values["data"])
             if ended:
-                redacted = self._data(data, self._events)
+                names = values.get("event")
+                redacted = self._data(data, self._events, names[-1] if names else "")
                 self._events += 1
             else:
                 redacted = self._opaque(data)
@@ -565,7 +616,9 @@ class _Skeleton:
                 out.append(":" + _plain(text[start + 1 : end]))
             elif name == "data":
                 out.append(text[start:value] + next(pieces))
-            elif name == "event" or (name == "retry" and _DIGITS.fullmatch(text, value, end)):
+            elif name == "event":
+                out.append(text[start:value] + _protocol_value(text[value:end]))
+            elif name == "retry" and _DIGITS.fullmatch(text, value, end):
                 out.append(text[start:end])
             elif name == "id":
                 out.append(text[start:value] + self._pseudonym(text[value:end]))
@@ -589,15 +642,17 @@ class _Skeleton:
             position += len(line)
         return "".join(out)
 
-    def _data(self, data: str, event: int) -> str:
+    def _data(self, data: str, event: int, name: str) -> str:
+        """Event number ``event``'s data; ``name``: its ``event:`` field (the last one)."""
         try:
-            loads(data)
+            payload = loads(data)
         except JSONDecodeError:
             return self._opaque(data)
-        return self._json(data, self._fragments.get(event, []))
+        return self._json(data, self._fragments.get(event, []), _is_error_event(name, payload))
 
-    def _json(self, data: str, fragments: list[tuple[str, str]]) -> str:
-        """Valid JSON ``data`` redacted by the rules; its argument fragments by ``fragments``."""
+    def _json(self, data: str, fragments: list[tuple[str, str]], error_event: bool) -> str:
+        """Valid JSON ``data`` redacted by the rules; its argument fragments by ``fragments``;
+        ``error_event``: its top level is an error (whose code is kept)."""
         rules = self._rules
         out: list[str] = []
         # String values that may carry an argument fragment: (out index, token, value, key).
@@ -615,7 +670,7 @@ class _Skeleton:
                         None if first == "{" else key,
                         frame.opaque or key in rules.opaque or key in rules.arguments,
                         frame.usage or key in rules.usage,
-                        key == _ERROR_KEY or len(stack) == 1,
+                        key == _ERROR_KEY or (len(stack) == 1 and error_event),
                     )
                 )
                 out.append(token)
@@ -634,7 +689,7 @@ class _Skeleton:
                     self._string(token, frame, out, candidates, bool(fragments))
             elif first == "-" or "0" <= first <= "9":
                 key = frame.key
-                kept = frame.usage or key in rules.numbers or (key == _CODE_KEY and frame.error)
+                kept = frame.usage or key in rules.numbers or (key in rules.errors and frame.error)
                 out.append(token if kept and not frame.opaque else _number(token))
             else:  # whitespace, ':', true, false, null
                 out.append(token)
@@ -665,8 +720,9 @@ class _Skeleton:
         value = _string_value(token)
         if frame.opaque:
             out.append(_string_token(token, _plain(value)))
-        elif key in rules.words or (key == _CODE_KEY and frame.error):
-            out.append(token)
+        elif key in rules.words or (key in rules.errors and frame.error):
+            kept = _protocol_value(value)
+            out.append(token if kept == value else _string_token(token, kept))
         elif key in rules.ids:
             out.append(_string_token(token, self._pseudonym(value)))
         elif key in rules.arguments or (
@@ -777,6 +833,12 @@ class FlightRecorder:
         limits: the ``Limits`` the live monitors use; a replay judges with them.
         random: the sampling draw (uniform in [0, 1)).
 
+    Attributes:
+        prune_failures: how many times the ring could not remove an entry named like a
+            recording (a directory, a file it may not delete). Such an entry is skipped and
+            left out of the bounds, which hold over the other recordings; the first failure
+            is logged at WARNING.
+
     Raises:
         ValueError: a bound that is not positive, or ``sample_rate`` outside [0, 1].
         OSError: ``directory`` cannot be created.
@@ -811,6 +873,7 @@ class FlightRecorder:
         self.limits = limits or Limits()
         self._random = random
         self._lock = threading.Lock()
+        self.prune_failures = 0
 
     def start(self, route: str, started_at: float) -> Tape:
         """A tape for a stream read by ``StreamMonitor(route)``, its request sent at
@@ -823,7 +886,8 @@ class FlightRecorder:
         stream was sampled, and return the recording's id; else None (also for a tape already
         kept, or a recording larger than the whole ring).
 
-        Never raises for any body; an ``OSError`` writing the file is the caller's.
+        Never raises for any body, nor for an entry the ring cannot remove (it is skipped); an
+        ``OSError`` writing the file is the caller's.
         """
         taken = tape._take()
         if taken is None or (report.outcome == Outcome.COMPLETE and not tape.sampled):
@@ -844,8 +908,7 @@ class FlightRecorder:
             "ended_at": report.duration,
             "sampled": tape.sampled,
             "capture_complete": whole,
-            "report": {name: getattr(report, name) for name in _REPORT_FIELDS}
-            | {"anomalies": dict(report.anomalies)},
+            "report": _report_counts(report),
             "limits": dataclasses.asdict(self.limits),
             "chunks": list(_encode_chunks(skeleton, chunks)),
         }
@@ -870,13 +933,14 @@ class FlightRecorder:
 
     def _prune(self, newest: str) -> bool:
         """Remove the oldest recordings until the ring is within its bounds; False when that
-        removed ``newest`` too (it alone is larger than ``max_total_bytes``)."""
+        removed ``newest`` too (it alone is larger than ``max_total_bytes``). An entry it
+        cannot remove is skipped and left out of the bounds (``prune_failures``)."""
         entries: list[tuple[str, int]] = []
         with os.scandir(self.directory) as found:
             for entry in found:
                 if _FILE_NAME.match(entry.name):
                     try:
-                        entries.append((entry.name, entry.stat().st_size))
+                        entries.append((entry.name, entry.stat(follow_symlinks=False).st_size))
                     except FileNotFoundError:
                         continue  # another process's ring removed it
         entries.sort()
@@ -885,19 +949,41 @@ class FlightRecorder:
         for name, size in entries:
             if count <= self.max_recordings and total <= self.max_total_bytes:
                 break
+            count, total = count - 1, total - size
             try:
                 os.unlink(os.path.join(self.directory, name))
             except FileNotFoundError:
-                pass
-            count, total = count - 1, total - size
+                pass  # another process's ring removed it
+            except OSError as exc:
+                self._cannot_remove(name, exc)
+                continue
             kept = kept and name != newest
         return kept
+
+    def _cannot_remove(self, name: str, error: OSError) -> None:
+        self.prune_failures += 1
+        if self.prune_failures == 1:
+            _LOG.warning(
+                "otelsse's flight recorder cannot remove %s from its ring (%s); it is skipped, "
+                "and the ring's bounds hold over the other recordings",
+                os.path.join(self.directory, name),
+                error.strerror or type(error).__name__,
+            )
 
 
 _REPORT_FIELDS = (
     "event_count", "bytes_received", "chunk_count", "terminal_seen", "stop_reason",
     "tool_call_count", "tool_call_invalid_count", "buffer_limit_stage", "decode_error_count",
 )  # fmt: skip
+
+
+def _report_counts(report: StreamReport) -> dict[str, Any]:
+    """The live report's counts, names and protocol vocabulary: its stop reason is the
+    stream's, so it is kept only as a protocol value, as the skeleton keeps it."""
+    counts = {name: getattr(report, name) for name in _REPORT_FIELDS}
+    if type(report.stop_reason) is str:
+        counts["stop_reason"] = _protocol_value(report.stop_reason)
+    return counts | {"anomalies": dict(report.anomalies)}
 
 
 def _refusal(report: StreamReport) -> StreamViolation | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import logging
 import random
 import re
 import subprocess
@@ -27,7 +28,16 @@ from hypothesis import strategies as st
 
 from otelsse import Limits, Outcome, SSEParser, StreamMonitor, StreamReport
 from otelsse.monitor import StreamError
-from otelsse.recorder import _RULES, FORMAT, FlightRecorder, Recording, is_recording, load_recording
+from otelsse.recorder import (
+    _RULES,
+    FORMAT,
+    FlightRecorder,
+    Recording,
+    _is_protocol_value,
+    is_recording,
+    load_recording,
+)
+from otelsse.routes import AnthropicMessagesRoute, OpenAIResponsesRoute
 from tests._fixtures import EDGE_FIXTURES, EXPECTED, read_fixture
 from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES, one_byte_at_a_time, random_split
 from tests.gate._streams import Call, build, call
@@ -85,6 +95,17 @@ def _load(directory: Path, recording_id: str) -> Recording:
     return recording
 
 
+# Report fields the stream's vocabulary fills: a value that is no protocol value (say, cut up
+# by a damaged body) is redacted, and replays as a placeholder of its length.
+_WORD_FIELDS = ("stop_reason", "response_model", "provider_error_code")
+
+
+def _same_word(now: str | None, was: str | None) -> bool:
+    if was is None or _is_protocol_value(was):
+        return now == was
+    return now is not None and len(now) == len(was) and not _is_protocol_value(now)
+
+
 def _replays(live: Live) -> Recording:
     """The recording replays to the live report: same outcome, counts, stop, timings."""
     recording = live.recording
@@ -94,7 +115,12 @@ def _replays(live: Live) -> Recording:
     replayed = recording.replay()
     for field in dataclasses.fields(StreamReport):
         was, now = getattr(live.report, field.name), getattr(replayed, field.name)
-        if field.name == "response_id":  # pseudonymised: same length
+        if field.name in _WORD_FIELDS:
+            assert _same_word(now, was), field.name
+        elif field.name == "finish_reasons":
+            assert len(now) == len(was), field.name
+            assert all(map(_same_word, now, was)), field.name
+        elif field.name == "response_id":  # pseudonymised: same length
             assert (was is None and now is None) or len(was) == len(now)
         elif isinstance(was, float):
             assert now == pytest.approx(was, rel=1e-9, abs=1e-12), field.name
@@ -177,6 +203,7 @@ def _cases() -> dict[str, Case]:
         "truncated-responses": Case(_without_last_event(responses), RESPONSES),
         "truncated-gemini": Case(gemini[: len(gemini) // 3], GEMINI),
         "truncated-mid-utf8": Case(read_fixture("edge/chat-cut-mid-utf8.sse"), "auto"),
+        "truncated-after-a-lead-byte": Case(chat[:first_text] + b"\xc3", CHAT),
         "truncated-transport": Case(chat[: len(chat) // 3], CHAT, error="transport"),
         "complete-then-transport": Case(chat, CHAT, error="transport"),
         "timeout": Case(chat[: len(chat) // 3], CHAT, error="timeout"),
@@ -437,6 +464,203 @@ def test_canaries_in_error_messages_comments_ids_and_non_json_data_never_reach_t
     assert live.report.provider_error_code == "boom"  # vocabulary: kept
 
 
+# -- free text under any key: only a route's protocol values are kept verbatim ------------------
+
+# Every key a route reads text, code, arguments or ids from (otelsse/routes/*.py), every key a
+# provider sends content under (code interpreter code and logs, search queries, error messages,
+# a failed generation), and every key the recorder keeps or pseudonymises a value of.
+_CONTENT_KEYS = sorted(
+    {
+        "text", "delta", "content", "refusal", "reasoning", "reasoning_content", "thinking",
+        "signature", "arguments", "partial_json", "input", "args", "output", "outputs", "logs",
+        "code", "query", "queries", "url", "title", "result", "name", "id", "call_id", "item_id",
+        "tool_use_id", "responseId", "previous_response_id", "message", "finishMessage",
+        "failed_generation", "param", "instructions", "summary", "error", "stdout", "stderr",
+        "command", "language", "outcome", "model", "modelVersion", "type", "object", "role",
+        "status", "reason", "finish_reason", "stop_reason", "finishReason", "blockReason",
+    }.union(
+        *(
+            rules.words | rules.errors | rules.ids | rules.numbers | rules.usage
+            | rules.arguments | rules.opaque | (rules.fragments or frozenset())
+            for rules in _RULES.values()
+        )
+    )
+)  # fmt: skip
+# The keys some route keeps a value of wherever it is: a token-shaped canary there is kept.
+_WORD_KEYS = frozenset().union(*(rules.words for rules in _RULES.values()))
+# A program, a sentence: free text, whatever key it is under.
+_FREE = 'x = "CANARY13 Ünïcode 中文 😀"; print(x)'
+# Shaped like a protocol value: kept under a route's vocabulary, and under no other key.
+_TOKEN = "CANARY13_token"
+_FREE_PIECES = ("CANARY13", "Ünïcode", "中文", "😀")
+
+
+def _event(payload: Any, name: str | None, number: int) -> bytes:
+    data = json.dumps(payload, ensure_ascii=number % 2 == 0)  # raw and escaped text alike
+    return (b"" if name is None else f"event: {name}\n".encode()) + f"data: {data}\n\n".encode()
+
+
+def _canary_body(kinds: list[str | None]) -> bytes:
+    """Each key holding the canaries at an event's top level, inside objects and arrays (where
+    each route reads its text, calls and stops), inside an error object, at an error event's top
+    level; an SSE event name of free text; each route's stop reason; each event kind (a route's
+    ``type``, None for none) with every key at once. Stops and errors last: they end a route."""
+    events: list[tuple[Any, str | None]] = []
+    for number, key in enumerate(sorted(_CONTENT_KEYS, key=lambda key: key == "error")):
+        kind = kinds[number % len(kinds)]
+        head = {} if kind is None else {"type": kind}
+        for canary in (_FREE, _TOKEN) if key not in _WORD_KEYS else (_FREE,):
+            inner = {key: canary}
+            events.append((head | inner, kind))
+            nested = dict.fromkeys(("item", "response", "part", "content_block", "delta"), inner)
+            events.append((
+                head | nested | {
+                    "index": 0,
+                    "choices": [{"index": 0, "delta": inner}, {"index": 1} | inner],
+                    "candidates": [{"content": {"parts": [inner]}}, {"index": 1} | inner],
+                    "message": inner, "tools": [inner, [inner]], "usage": inner,
+                },
+                kind,
+            ))  # fmt: skip
+    events.append(({}, _FREE))
+    events.extend([
+        ({"choices": [{"index": 7, "finish_reason": _FREE}]}, None),
+        ({"candidates": [{"index": 7, "finishReason": _FREE}]}, None),
+        ({"type": "message_delta", "delta": {"stop_reason": _FREE}}, None),
+        ({"type": "response.incomplete", "response": {"incomplete_details": {"reason": _FREE}}},
+         None),
+    ])  # fmt: skip
+    for kind in kinds:
+        head = {} if kind is None else {"type": kind}
+        events.append((head | {key: _FREE for key in _CONTENT_KEYS if key != "type"}, kind))
+    for key in _CONTENT_KEYS:
+        events.append(({"error": {key: _FREE}, "response": {"error": {key: _FREE}}}, None))
+        events.append(({"type": "error"} | {key: _FREE}, "error"))
+        events.append(({key: _FREE}, "error"))
+    return b"".join(_event(payload, name, number) for number, (payload, name) in enumerate(events))
+
+
+def _assert_neither_canary(recording: Recording, directory: Path) -> None:
+    """Neither canary, in any form: raw or JSON-escaped in the files, in the skeleton, in what
+    its JSON strings and event names decode to."""
+    files = b"".join(path.read_bytes() for path in directory.iterdir())
+    skeleton = _skeleton(recording)
+    decoded = [skeleton.decode("utf-8", "replace")]
+    for event in SSEParser().feed(skeleton):
+        decoded.append(event.event)
+        try:
+            decoded.append(json.dumps(json.loads(event.data), ensure_ascii=False))
+        except ValueError:
+            pass
+    for piece in (*_FREE_PIECES, _TOKEN):
+        for form in (piece, json.dumps(piece)[1:-1]):
+            assert form.encode() not in files, form
+        assert not [text for text in decoded if piece in text], piece
+
+
+# Each route's event kinds, but those that end it (they come last, in ``_canary_body``).
+_ROUTE_KINDS: dict[str, list[str | None]] = {
+    CHAT: [None],
+    RESPONSES: sorted(
+        set(OpenAIResponsesRoute.handlers)
+        - {"error", "response.completed", "response.incomplete", "response.failed"}
+    ),
+    ANTHROPIC: sorted(set(AnthropicMessagesRoute.handlers) - {"error", "message_stop"}),
+    GEMINI: [None],
+}
+_ROUTE_KINDS["generic"] = _ROUTE_KINDS["auto"] = [
+    None,
+    *_ROUTE_KINDS[RESPONSES],
+    *_ROUTE_KINDS[ANTHROPIC],
+    "other",
+]
+
+
+@pytest.mark.parametrize("route", _ROUTE_KINDS)
+def test_free_text_under_any_key_never_reaches_the_disk(tmp_path: Path, route: str) -> None:
+    """A value is kept verbatim only where the route declares it a protocol value (a bounded
+    token, and an error code only in an error): free text under any key (a vocabulary key, a
+    top-level ``code``) is redacted, and the replay still reaches the live outcome."""
+    live = _record(tmp_path, _canary_body(_ROUTE_KINDS[route]), route)
+    recording = live.recording
+    assert recording is not None
+    assert recording.replay().outcome is live.report.outcome
+    if route != "generic":  # the route read a free-text stop reason, which the file also holds
+        assert "CANARY13" in str(live.report.stop_reason)
+    _assert_neither_canary(recording, tmp_path)
+
+
+def _code_streams() -> dict[str, tuple[str, bytes]]:
+    """Code the model wrote, where each provider sends it (documented shapes): the Responses
+    code interpreter's ``response.code_interpreter_call_code.*`` events and item, Gemini's
+    ``executableCode`` and ``codeExecutionResult`` parts, Anthropic's ``code_execution`` tool."""
+    code, logs = _TOKEN, f"{_FREE}\n{_TOKEN}"
+    item = {"id": "ci_1", "type": "code_interpreter_call", "status": "in_progress", "code": "",
+            "container_id": "cntr_1", "outputs": None}  # fmt: skip
+    done = item | {"status": "completed", "code": code, "outputs": [{"type": "logs", "logs": logs}]}
+
+    def step(kind: str, **fields: Any) -> dict[str, Any]:
+        event = f"response.code_interpreter_call{kind}"
+        return {"type": event, "output_index": 0, "item_id": "ci_1", **fields}
+
+    responses = [
+        {"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}},
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+        step(".in_progress"),
+        step("_code.delta", delta=code),
+        step("_code.delta", delta=_FREE),
+        step("_code.done", code=code),
+        step("_code.done", code=_FREE),
+        step(".completed"),
+        {"type": "response.output_item.done", "output_index": 0, "item": done},
+    ]
+    for number, event in enumerate(responses):
+        event["sequence_number"] = number
+    gemini = [{"candidates": [{"index": 0, "content": {"role": "model", "parts": [
+        {"executableCode": {"language": "PYTHON", "code": code}},
+        {"executableCode": {"language": "PYTHON", "code": _FREE}},
+        {"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": logs}},
+    ]}}]}]  # fmt: skip
+    anthropic = [
+        {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant",
+         "model": "claude-sonnet-4-5", "content": [], "usage": {"input_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "server_tool_use",
+         "id": "srvtoolu_1", "name": "code_execution", "input": {}}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta",
+         "partial_json": json.dumps({"code": _FREE})}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": {
+         "type": "code_execution_tool_result", "tool_use_id": "srvtoolu_1", "content": {
+         "type": "code_execution_result", "stdout": logs, "stderr": code, "return_code": 0}}},
+        {"type": "content_block_stop", "index": 1},
+    ]  # fmt: skip
+
+    def body(events: list[dict[str, Any]], named: bool) -> bytes:
+        return b"".join(
+            _event(event, event["type"] if named else None, number)
+            for number, event in enumerate(events)
+        )
+
+    return {
+        RESPONSES: (RESPONSES, body(responses, True)),
+        GEMINI: (GEMINI, body(gemini, False)),
+        ANTHROPIC: (ANTHROPIC, body(anthropic, True)),
+        "auto": ("auto", body(responses, False)),
+    }
+
+
+_CODE_STREAMS = _code_streams()
+
+
+@pytest.mark.parametrize("stream", _CODE_STREAMS)
+def test_the_code_a_model_writes_never_reaches_the_disk(tmp_path: Path, stream: str) -> None:
+    """A code interpreter's code (a top-level ``code``, a one-word program too) and its output
+    are content: only an error's ``code`` is an error code."""
+    route, body = _CODE_STREAMS[stream]
+    recording = _replays(_record(tmp_path, body, route, CHUNKINGS["random"]))
+    _assert_neither_canary(recording, tmp_path)
+
+
 # What the routes judge by (docs/recorder.md): kept verbatim, so never a canary.
 _VOCABULARY_KEYS = {
     "type", "object", "role", "finish_reason", "stop_reason", "finishReason", "blockReason",
@@ -512,7 +736,7 @@ _CONVENTIONS = [
 def test_the_skeleton_conventions(tmp_path: Path) -> None:
     ids = b'data: "id": "abc", "item_id": "abc", "call_id": "abd"}'
     body = b"".join(line + b"\r\n" for line, _ in _CONVENTIONS) + ids + b"\r\n\r\n"
-    skeleton = _skeleton(_replays(_record(tmp_path, body, "generic"))).split(b"\r\n")
+    skeleton = _skeleton(_replays(_record(tmp_path, body, RESPONSES))).split(b"\r\n")
     assert skeleton[: len(_CONVENTIONS)] == [kept for _, kept in _CONVENTIONS]
     # Ids: the same stand-in for the same id, another for another, each of its length.
     found = re.fullmatch(
@@ -583,6 +807,35 @@ def test_the_ring_stays_within_max_total_bytes_oldest_first(tmp_path: Path) -> N
     kept = _recordings(tmp_path / "ring")
     assert [load_recording(path).id for path in kept] == ids[2:]
     assert sum(path.stat().st_size for path in kept) <= int(size * 2.5)
+
+
+@pytest.mark.parametrize("bound", ["max_recordings", "max_total_bytes"])
+def test_an_entry_the_ring_cannot_remove_is_skipped_and_the_bounds_hold_over_the_rest(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, bound: str
+) -> None:
+    """A directory named like the oldest recording (``os.unlink`` refuses it, even as root):
+    every ``keep()`` still succeeds, the newest three recordings stay, the entry is left alone,
+    and each failed removal is counted (the first one logged)."""
+    probe = FlightRecorder(tmp_path / "probe")
+    _failing(probe)
+    (one,) = _recordings(tmp_path / "probe")
+    ring = tmp_path / "ring"
+    stuck = ring / f"otelsse-{0:020d}-{0:016x}.json"
+    stuck.mkdir(parents=True)
+    (stuck / "inside").write_bytes(b"not a recording")
+    limit = {"max_recordings": 3, "max_total_bytes": int(one.stat().st_size * 3.5)}[bound]
+    flight = FlightRecorder(ring, **{bound: limit})
+    with caplog.at_level(logging.DEBUG, logger="otelsse"):
+        ids = [_failing(flight) for _ in range(8)]
+    assert None not in ids
+    assert [load_recording(path).id for path in _recordings(ring) if path != stuck] == ids[-3:]
+    assert (stuck / "inside").read_bytes() == b"not a recording"
+    # Once per keep() past the bound: from the third for the count (the entry counts until it
+    # fails); for bytes from the fourth, or sooner by the directory's own (filesystem's) size.
+    assert flight.prune_failures in {"max_recordings": {6}, "max_total_bytes": range(5, 9)}[bound]
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1
+    assert stuck.name in warnings[0].getMessage()
 
 
 def test_a_recording_larger_than_the_whole_ring_is_not_kept(tmp_path: Path) -> None:
@@ -763,14 +1016,24 @@ def test_the_recording_id_names_its_file_and_the_rest_of_the_ring(tmp_path: Path
 def test_the_documented_vocabulary_is_the_recorders() -> None:
     """docs/recorder.md's table names, per route, what ``_RULES`` keeps and pseudonymises."""
     doc = (Path(__file__).resolve().parents[1] / "docs" / "recorder.md").read_text("utf-8")
+    lines = doc.splitlines()
+    header = [cell.strip() for cell in lines[lines.index(_TABLE_HEADER)].split("|")]
     for route, rules in _RULES.items():
-        (row,) = [line for line in doc.splitlines() if line.startswith(f"| `{route}`")]
-        _, words, numbers, ids, _ = (
-            set(re.findall(r"`([^`]+)`", cell)) for cell in row.split("|")[1:6]
-        )
-        assert words == rules.words, route
-        assert numbers == rules.numbers | rules.usage, route
-        assert ids == rules.ids, route
+        (row,) = [line for line in lines if line.startswith(f"| `{route}`")]
+        cells = {
+            column: set(re.findall(r"`([^`]+)`", cell))
+            for column, cell in zip(header, row.split("|"), strict=True)
+        }
+        assert cells["string values kept"] == rules.words, route
+        assert cells["error codes kept"] == rules.errors, route
+        assert cells["numbers kept"] == rules.numbers | rules.usage, route
+        assert cells["ids pseudonymised"] == rules.ids, route
+
+
+_TABLE_HEADER = (
+    "| route | string values kept | error codes kept | numbers kept | ids pseudonymised "
+    "| tool arguments |"
+)
 
 
 def test_otelsse_inspect_replays_a_recording_to_its_live_verdict(tmp_path: Path) -> None:

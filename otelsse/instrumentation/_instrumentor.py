@@ -91,7 +91,8 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
       (default) leaves it what it owns (usage, its GenAI metrics); ``"attach"`` also copies
       otelsse's ``otelsse.*`` stream-integrity attributes onto it while it is open.
     - ``recorder``: a ``FlightRecorder`` that keeps a redacted skeleton of failed (or sampled)
-      streams; defaults to one in ``$OTEL_PYTHON_OTELSSE_RECORDER_DIR`` when that is set.
+      streams; defaults to one in ``$OTEL_PYTHON_OTELSSE_RECORDER_DIR`` when that is set (a
+      directory that cannot be created leaves the recorder out, with one warning).
 
     The GenAI client metric names follow ``$OTEL_SEMCONV_STABILITY_OPT_IN``
     (``gen_ai_latest_experimental`` selects the latest experimental ones).
@@ -156,18 +157,19 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             _LOG.warning("otelsse: the recorder's limits differ from instrument()'s limits")
         if genai_span not in get_args(GenAISpan):
             raise ValueError(f"genai_span must be one of {get_args(GenAISpan)}, not {genai_span!r}")
+        telemetry = Telemetry(
+            tracer_provider,
+            meter_provider,
+            max_model_names=max_model_names,
+            max_server_addresses=max_server_addresses,
+            semconv_opt_in=os.environ.get(semconv.SEMCONV_OPT_IN_ENV),
+        )
         settings = Settings(
-            Telemetry(
-                tracer_provider,
-                meter_provider,
-                max_model_names=max_model_names,
-                max_server_addresses=max_server_addresses,
-                semconv_opt_in=os.environ.get(semconv.SEMCONV_OPT_IN_ENV),
-            ),
+            telemetry,
             limits or Limits(),
             _excluded_urls(excluded_urls),
             genai_span,
-            recorder if recorder is not None else _env_recorder(limits),
+            recorder if recorder is not None else _env_recorder(limits, telemetry),
         )
         for library in CLIENT_MODULES:
             if library not in clients:
@@ -245,11 +247,27 @@ def _excluded_urls(option: str | Iterable[str] | None) -> re.Pattern[str] | None
     return re.compile("|".join(f"(?:{pattern})" for pattern in valid)) if valid else None
 
 
-def _env_recorder(limits: Limits | None) -> FlightRecorder | None:
+def _env_recorder(limits: Limits | None, telemetry: Telemetry) -> FlightRecorder | None:
+    """The recorder ``$OTEL_PYTHON_OTELSSE_RECORDER_DIR`` asks for, if it can be set up.
+
+    It is an optional part: a directory that cannot be created costs the recordings only. The
+    instrumentation goes on without it, the failure counted (stage ``record``) and warned about.
+    """
     directory = os.environ.get(RECORDER_DIR_ENV)
     if not directory:
         return None
     from ..recorder import FlightRecorder
 
-    # A replay must judge with the live monitors' ceilings.
-    return FlightRecorder(directory, limits=limits)
+    try:
+        # A replay must judge with the live monitors' ceilings.
+        return FlightRecorder(directory, limits=limits)
+    except Exception as exc:
+        telemetry.count_error(exc, "record")
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        _LOG.warning(
+            "otelsse records no streams: the %s directory %r cannot be used (%s)",
+            RECORDER_DIR_ENV,
+            directory,
+            why,
+        )
+        return None

@@ -8,6 +8,7 @@ httpx, real SDK, real files (the recorder's own rules are tested in tests/test_r
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -117,6 +118,43 @@ def test_the_recorder_directory_can_come_from_the_environment(
         otel.uninstall()
     recording_id = (span.attributes or {})[semconv.RECORDING_ID]
     assert set(recordings(tmp_path / "ring")) == {recording_id}
+
+
+def test_a_recorder_directory_that_cannot_be_made_leaves_the_rest_of_the_instrumentation_on(
+    server: SSEServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The recorder is an optional part: a directory that cannot be created (a path under a
+    regular file, which fails even for root) costs the recordings, never the spans or metrics.
+    Counted once as a ``record`` error and warned about once, however many streams follow."""
+    blocker = tmp_path / "file"
+    blocker.write_bytes(b"a regular file")
+    monkeypatch.setenv(RECORDER_DIR_ENV, str(blocker / "sub"))
+    with caplog.at_level(logging.DEBUG, logger="otelsse"):
+        otel = Telemetry().install()
+        try:
+            url = serve_three(server)[1]
+            got = [stream(url) for _ in range(2)]
+            spans = otel.spans()
+            errors = {
+                p.attributes[semconv.INSTRUMENTATION_STAGE]: p.value
+                for p in otel.points(semconv.INSTRUMENTATION_ERRORS.name)
+            }
+        finally:
+            otel.uninstall()
+    body = read_fixture(TOOLS)
+    assert got == [body[: len(body) // 2]] * 2
+    assert [(span.attributes or {})[semconv.OUTCOME] for span in spans] == ["truncated"] * 2
+    assert not any(semconv.RECORDING_ID in (span.attributes or {}) for span in spans)
+    assert errors["record"] == 1
+    assert sum(errors.values()) == 1
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1
+    assert RECORDER_DIR_ENV in warnings[0].getMessage()
+    assert str(blocker / "sub") in warnings[0].getMessage()
+    assert blocker.read_bytes() == b"a regular file"
 
 
 def test_a_recorder_that_cannot_write_is_contained_and_counted(
