@@ -117,11 +117,12 @@ def test_max_server_addresses_caps_the_hosts_in_metrics(server: SSEServer) -> No
 
 
 def test_host_profiles_choose_the_rules_for_a_host_of_your_own(server: SSEServer) -> None:
-    """A gateway without ``[DONE]``: truncated by the strict rule, complete by its profile."""
+    """A gateway without ``[DONE]``: terminal_missing by the strict rule, complete by its
+    profile."""
     body = read_fixture(CHAT).replace(b"data: [DONE]\n\n", b"")
     url = server.route("/v1/chat/completions", Reply(body))
     for option, outcome, profile in [
-        ({}, "truncated", None),
+        ({}, "terminal_missing", None),
         (
             {"host_profiles": {"127.0.0.1": "openai.chat_completions:no_done"}},
             "complete",
