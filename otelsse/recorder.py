@@ -334,7 +334,8 @@ _RESPONSES = _Rules(
     usage=frozenset({"usage"}),
     fragments=frozenset({"delta", "arguments", "input"}),
     arguments=frozenset({"arguments", "input"}),
-    opaque=frozenset({"metadata"}),
+    # ``env``: a local_shell_call's variables, their names the model's too.
+    opaque=frozenset({"metadata", "env"}),
 )
 _ANTHROPIC = _Rules(
     words=frozenset({"type", "role", "model", "stop_reason"}),

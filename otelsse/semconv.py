@@ -860,8 +860,10 @@ INSTRUMENTATION_STAGE_DESCRIPTIONS: dict[str, str] = {
     "outcome `internal_error`",
     "stream_finished": "decrementing `otelsse.streams.active`",
     "record_metrics": "recording the stream's metric points",
-    "record": "the flight recorder keeping a stream's skeleton (its disk full, say); the stream "
-    "is reported as it ended, without a recording",
+    "record": "the flight recorder keeping a stream's skeleton (its disk full, say), pruning an "
+    "entry it cannot delete, or setting up the directory of `OTEL_PYTHON_OTELSSE_RECORDER_DIR` at "
+    "`instrument()`; the stream is reported as it ended, and instrumentation goes on, without a "
+    "recording",
 }
 
 

@@ -1055,3 +1055,28 @@ def test_otelsse_inspect_replays_a_recording_to_its_live_verdict(tmp_path: Path)
     assert (
         replay == f"replay: matches the live outcome (truncated) of recording {live.recording.id}"
     )
+
+
+def test_names_the_model_gives_a_shell_call_s_variables_never_reach_the_disk(
+    tmp_path: Path,
+) -> None:
+    """A Responses ``local_shell_call`` carries the environment the model chose: its variables'
+    names are the model's output as much as their values (the subtree is redacted, keys too)."""
+    action = {"type": "exec", "command": ["env"], "env": {_TOKEN: _FREE, f"{_TOKEN}_2": "1"}}
+    item = {"id": "lsc_1", "type": "local_shell_call", "call_id": "call_1", "status": "completed",
+            "action": action}  # fmt: skip
+    events = [
+        {"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}},
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+        {"type": "response.output_item.done", "output_index": 0, "item": item},
+        {"type": "response.completed", "response": {"id": "resp_1", "status": "completed"}},
+    ]
+    body = b"".join(
+        _event(event | {"sequence_number": number}, event["type"], number)
+        for number, event in enumerate(events)
+    )
+    live = _record(tmp_path, body[: -len(b"\n\n") - 1], RESPONSES)  # cut: a failed stream
+    recording = live.recording
+    assert recording is not None
+    assert recording.replay().outcome is live.report.outcome
+    _assert_neither_canary(recording, tmp_path)
