@@ -21,7 +21,8 @@ class Expected(NamedTuple):
 
 
 # What each recorded or synthetic fixture must classify as, from reference/provider-contracts.md §7
-# and the synthetic fixtures' README.
+# and the synthetic fixtures' README, under its route's default rule: a host profile's verdict on a
+# recording is tested in tests/routes/test_profiles.py.
 EXPECTED: dict[str, Expected] = {
     "real/anthropic-pause-turn.sse": Expected("anthropic.messages", "incomplete", "pause_turn"),
     "real/anthropic-server-tool-empty-input.sse": Expected(
@@ -40,6 +41,9 @@ EXPECTED: dict[str, Expected] = {
     ),
     "real/bedrock-mantle-responses-function-call.sse": Expected(
         "openai.responses", "complete", "completed"
+    ),
+    "real/cloudflare-workers-ai-chat-tool-call.sse": Expected(
+        "openai.chat_completions", "complete", "tool_calls"
     ),
     "real/cohere-v2-chat-tool-call.sse": Expected("generic", "eof_unverified", None),
     "real/gemini-function-call.sse": Expected("gemini.generate_content", "complete", "STOP"),
@@ -81,8 +85,17 @@ EXPECTED: dict[str, Expected] = {
     "real/openrouter-responses-no-event-field.sse": Expected(
         "openai.responses", "complete", "completed"
     ),
+    # Snowflake Cortex never sends a finish_reason: [DONE] alone is no proof the answer is whole.
+    "real/snowflake-cortex-chat-thinking-no-finish-reason.sse": Expected(
+        "openai.chat_completions", "truncated", None
+    ),
     "real/vertex-gemini-text.sse": Expected("gemini.generate_content", "complete", "STOP"),
     "real/vllm-chat-finish-length.sse": Expected("openai.chat_completions", "incomplete", "length"),
+    # Writer never sends [DONE]: the plain route says so; its host profile reads it as complete.
+    "real/writer-chat-no-done.sse": Expected("openai.chat_completions", "terminal_missing", "stop"),
+    "real/writer-chat-tool-call-no-done.sse": Expected(
+        "openai.chat_completions", "terminal_missing", "tool_calls"
+    ),
     "synthetic/anthropic-error-overloaded-midstream.sse": Expected(
         "anthropic.messages", "provider_error", None
     ),

@@ -1,8 +1,9 @@
 """Host profiles: gateways that bend a contract on purpose are judged by their own rules.
 
 Writer never sends ``[DONE]``; Snowflake Cortex never sends a ``finish_reason`` (sources in
-docs/gateways.md). Out of the box each of their complete streams was ``truncated``. OpenAI's own
-API, and any host without a profile, keeps the strict rule.
+docs/gateways.md; their recorded streams are in tests/fixtures/real/). Without its profile a
+complete Writer stream is ``terminal_missing`` and a complete Snowflake stream ``truncated``.
+OpenAI's own API, and any host without a profile, keeps the strict rule.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from otelsse.routes import (
     unregister_host,
     unregister_route,
 )
+from tests._fixtures import EXPECTED, read_fixture
 from tests._helpers import run_monitor
 
 
@@ -80,6 +82,102 @@ def test_openai_and_unknown_hosts_keep_the_strict_rule(body: bytes) -> None:
         assert report.route_profile is None
         with pytest.raises(StreamFault, match=report.outcome.value):
             read_stream([body], route)
+
+
+#: Where the recordings were made (Writer's and Snowflake's as recorded; Cloudflare's account id
+#: was replaced by its recorder), and hosts no profile covers.
+WRITER_URL = "https://api.writer.com/v1/chat"
+SNOWFLAKE_URL = "https://myorg-myaccount.snowflakecomputing.com/api/v2/cortex/v1/chat/completions"
+CLOUDFLARE_URLS = (
+    "https://api.cloudflare.com/client/v4/accounts/acct/ai/v1/chat/completions",
+    "https://gateway.ai.cloudflare.com/v1/acct/gw/compat/chat/completions",
+)
+ELSEWHERE = (
+    "https://api.openai.com/v1/chat/completions",
+    "https://llm.internal.example/v1/chat/completions",
+)
+
+
+def recorded_answer(body: bytes) -> tuple[str, list[tuple[str | None, object]]]:
+    """The answer as the recording's own chunks spell it: choice 0's text, and each tool call's
+    name and parsed arguments (read here with ``json``, not by the route under test)."""
+    text = ""
+    calls: dict[int, tuple[str | None, str]] = {}
+    for line in body.decode().splitlines():
+        if not line.startswith("data: {"):
+            continue
+        for choice in json.loads(line.removeprefix("data: "))["choices"]:
+            delta = choice["delta"]
+            text += delta.get("content") or ""
+            for fragment in delta.get("tool_calls") or []:
+                name, arguments = calls.get(fragment["index"], (None, ""))
+                function = fragment.get("function") or {}
+                calls[fragment["index"]] = (
+                    name or function.get("name"),
+                    arguments + (function.get("arguments") or ""),
+                )
+    return text, [(name, json.loads(arguments)) for _, (name, arguments) in sorted(calls.items())]
+
+
+def assert_read_as_recorded(body: bytes, route: str) -> None:
+    result = read_stream([body], route)
+    text, calls = recorded_answer(body)
+    assert result.text == text
+    assert [(call.name, call.arguments) for call in result.tool_calls] == calls
+
+
+@pytest.mark.parametrize(
+    ("name", "url", "profile"),
+    [
+        ("real/writer-chat-no-done.sse", WRITER_URL, "no_done"),
+        ("real/writer-chat-tool-call-no-done.sse", WRITER_URL, "no_done"),
+        (
+            "real/snowflake-cortex-chat-thinking-no-finish-reason.sse",
+            SNOWFLAKE_URL,
+            "no_finish_reason",
+        ),
+    ],
+)
+def test_a_recorded_gateway_stream_is_complete_under_its_host_profile_only(
+    name: str, url: str, profile: str
+) -> None:
+    body = read_fixture(name)
+    route = detect_route("POST", url)
+    assert route == f"openai.chat_completions:{profile}"
+    _, report = run_monitor([body], route=route)
+    assert (report.outcome, report.stop_reason, report.route_profile) == (
+        Outcome.COMPLETE,
+        EXPECTED[name].stop_reason,
+        profile,
+    )
+    assert_read_as_recorded(body, route)
+    # Elsewhere the default rule's verdict, the one the fixture manifest holds: Writer's
+    # terminal_missing, Snowflake's truncated.
+    elsewhere = Outcome(EXPECTED[name].outcome)
+    assert elsewhere is not Outcome.COMPLETE
+    for other in ELSEWHERE:
+        plain = detect_route("POST", other)
+        assert plain == "openai.chat_completions", other
+        _, report = run_monitor([body], route=plain)
+        assert (report.outcome, report.route_profile) == (elsewhere, None), other
+        with pytest.raises(StreamFault) as refused:
+            read_stream([body], plain)
+        assert refused.value.code == elsewhere.value, other
+
+
+def test_a_recorded_cloudflare_stream_is_complete_without_a_profile() -> None:
+    """Cloudflare Workers AI sends its finish reason (twice) and ``[DONE]``: nothing to bend."""
+    body = read_fixture("real/cloudflare-workers-ai-chat-tool-call.sse")
+    for url in (*CLOUDFLARE_URLS, *ELSEWHERE):
+        route = detect_route("POST", url)
+        assert route == "openai.chat_completions", url
+        _, report = run_monitor([body], route=route)
+        assert (report.outcome, report.stop_reason, report.route_profile) == (
+            Outcome.COMPLETE,
+            "tool_calls",
+            None,
+        ), url
+        assert_read_as_recorded(body, route)
 
 
 def test_a_profile_still_refuses_what_its_bend_does_not_allow() -> None:
