@@ -32,6 +32,9 @@ __all__ = [
     "span_attributes",
 ]  # fmt: skip
 
+# Outcomes of an answer that reached its final stop, whether or not the terminal event came.
+_ANSWER_ENDED = frozenset({Outcome.COMPLETE, Outcome.INCOMPLETE, Outcome.TERMINAL_MISSING})
+
 MetricAttributes = dict[str, Any]
 AttributeValue = str | bool | int | float | tuple[str, ...]
 
@@ -96,9 +99,10 @@ def span_attributes(
     attributes.update((key, value) for key, value in optional.items() if value is not None)
     if report.provider_name is not None:
         attributes[s.GEN_AI_REQUEST_STREAM] = True
-        # The GenAI conventions ask for "error" when the stream ended before its final event.
+        # The GenAI conventions ask for "error" when the stream ended before its final event;
+        # an answer that had its final stop (only the end marker unread, or never sent) did not.
         reasons = report.finish_reasons
-        if not report.terminal_seen:
+        if not report.terminal_seen and report.outcome not in _ANSWER_ENDED:
             reasons = (*reasons[: s.MAX_FINISH_REASONS - 1], "error")
         if reasons:
             attributes[s.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(

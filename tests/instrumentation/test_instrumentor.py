@@ -136,6 +136,8 @@ def test_host_profiles_choose_the_rules_for_a_host_of_your_own(server: SSEServer
             assert attributes is not None
             assert attributes[semconv.OUTCOME] == outcome
             assert attributes.get(semconv.ROUTE_PROFILE) == profile
+            # The answer reached its final stop: no "error" among its finish reasons.
+            assert attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
         finally:
             otel.uninstall()
     assert match_route(Request("POST", "127.0.0.1", "/v1/chat/completions")) is OpenAIChatRoute

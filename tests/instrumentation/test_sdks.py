@@ -602,6 +602,8 @@ def test_sdk_stream_closed_at_its_final_stop_is_judged_by_it(case: Case, is_asyn
         attributes = span.attributes or {}
         assert attributes[semconv.TERMINAL_SEEN] is False
         assert attributes[semconv.BYTES_RECEIVED] <= hold_at
+        # It ended at its final stop, not before: no "error" among its finish reasons.
+        assert "error" not in attributes[semconv.GEN_AI_RESPONSE_FINISH_REASONS]
 
 
 @pytest.mark.parametrize("case", params(SDK_CASES))

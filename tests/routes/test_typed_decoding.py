@@ -125,6 +125,12 @@ FIXTURES += sorted(
 )
 
 
+#: Fixtures no chunk of which is the typed shape: Writer's chunks carry keys the shape does not
+#: declare (``choices[].message``, ``usage.prompt_token_details``), so they are read by the
+#: generic reading alone (the two readings still agree on them above).
+_UNTYPED = frozenset({"real/writer-chat-no-done.sse", "real/writer-chat-tool-call-no-done.sse"})
+
+
 def fixture_chunkings(body: bytes) -> Iterator[tuple[str, list[bytes]]]:
     yield "one read", [body]
     yield "one read per event", event_reads(body)
@@ -149,7 +155,8 @@ def test_fixture_reads_the_same_typed_and_generic(
             except AssertionError as failure:
                 failure.add_note(with_context)
                 raise
-    assert hits.taken > 0, "the typed reader never took an event of this fixture"
+    if name not in _UNTYPED:
+        assert hits.taken > 0, "the typed reader never took an event of this fixture"
     if name in EXPECTED:
         assert reports[0].outcome.value == EXPECTED[name].outcome
 
