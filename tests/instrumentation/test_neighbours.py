@@ -12,7 +12,7 @@ makes ``CALLS`` calls, so that a value recorded twice, or once per chunk, shows.
    equal the streams' usage; the neighbour has them, ``otelsse.stream`` not. Without a neighbour
    ``otelsse.stream`` has them.
 3. otelsse's integrity facts stay on ``otelsse.stream`` and ``otelsse.streams`` whoever else
-   traces: a stream cut cleanly before its terminal is ``truncated`` with ``terminal_seen``
+   traces: a stream cut inside its terminal event is ``truncated`` with ``terminal_seen``
    false, where openai-v2 calls it a success (UNSET) and anthropic an ``api_error``.
 4. Each GenAI client metric once per call: for every measure (duration, time to first chunk,
    time per output chunk, token usage) the histograms of both name sets, whoever recorded them,
@@ -68,9 +68,11 @@ HISTOGRAMS_LEGACY = [*TIMINGS, *(f"{semconv.TOKEN_USAGE_METRIC}.{t}" for t in ("
 
 
 def body_for(case: Case, ending: str) -> bytes:
-    """The fixture, or (``truncated``) all of it but its terminal event: a clean EOF."""
+    """The fixture, or (``truncated``) all of it but the end of its terminal event's last line:
+    a clean EOF with the terminal pending (cut before the terminal, the whole answer would be
+    ``terminal_missing``)."""
     body = read_fixture(case.fixture)
-    return body if ending == "complete" else body[: event_ends(body)[-2]]
+    return body if ending == "complete" else body[: event_ends(body)[-1] - 2]
 
 
 @contextmanager
