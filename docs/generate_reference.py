@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 from otelsse import gate, reader, semconv
 from otelsse._core.state import INVALID_JSON, TRAILING_DATA
+from otelsse._tools import MAX_SCHEMA_DEPTH
 from otelsse.gate import ToolCallState
 from otelsse.monitor import Outcome
 from otelsse.routes import AUTO, BUILT_IN, BUILT_IN_PROFILES
@@ -860,7 +861,11 @@ ERROR_CLASS_DOCS: dict[str, tuple[ToolCallState, str]] = {
         _S.QUARANTINED,
         "With `run_at=\"item\"`: an earlier call of the response has the same id.",
     ),
-    gate.SCHEMA_INVALID: (_S.QUARANTINED, "The arguments fail the tool's JSON Schema."),
+    gate.SCHEMA_INVALID: (
+        _S.QUARANTINED,
+        "The arguments fail the tool's JSON Schema, nest deeper than it is checked "
+        f"({MAX_SCHEMA_DEPTH} levels), or the validator raised.",
+    ),
     gate.POLICY_DENIED: (_S.POLICY_DENIED, "The policy answered `deny`."),
     gate.POLICY_ERROR: (_S.POLICY_DENIED, "The policy raised or answered something else."),
     gate.NO_EXECUTOR: (_S.POLICY_APPROVED, "Approved, but `execute=` has no executor for it."),
@@ -869,7 +874,8 @@ ERROR_CLASS_DOCS: dict[str, tuple[ToolCallState, str]] = {
         _S.QUARANTINED, "The stream ended with a stop reason outside `accept_stop_reasons`.",
     ),
     reader.TOOL_SCHEMA_ERROR: (
-        _S.QUARANTINED, "Reader fault code with `tools=`: a call failed its JSON Schema.",
+        _S.QUARANTINED,
+        "Reader fault code with `tools=`: a call failed its JSON Schema (as `schema_invalid`).",
     ),
     reader.DUPLICATE_TOOL_CALL_ID: (
         _S.QUARANTINED, "Two client tool calls of the response share an id: the stream is refused.",
