@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 from otelsse import gate, reader, semconv
 from otelsse._core.state import INVALID_JSON, TRAILING_DATA
+from otelsse._tools import MAX_SCHEMA_DEPTH
 from otelsse.gate import ToolCallState
 from otelsse.monitor import Outcome
 from otelsse.routes import AUTO, BUILT_IN, BUILT_IN_PROFILES
@@ -804,7 +805,9 @@ GATE_ATTRIBUTE_DOCS: dict[str, GateAttribute] = {
         "string", "", (_CALL,),
         "OTel GenAI convention: the provider's call id (`call_...`, `toolu_...`), cut to "
         f"{semconv.MAX_IDENTIFIER_CHARS} characters. Absent when the provider sent none (the "
-        "ledger then keys the call by its position, `#N`).",
+        "ledger then keys the call by its position, `#N`; when the response had no id either "
+        "and another call of the run already holds that position, by its position and "
+        "fingerprint, `#N:<fingerprint>`).",
     ),
 }  # fmt: skip
 
@@ -825,7 +828,8 @@ STATE_DOCS: dict[ToolCallState, tuple[str, bool]] = {
     _S.EXECUTED: ("The executor returned; the ledger holds the result.", False),
     _S.QUARANTINED: (
         "Never run: the stream failed before the call was proven (timeout, disconnect, error, "
-        "missing terminal: error class = the fault code) or its arguments were unusable.",
+        "missing terminal: error class = the fault code) or its arguments were unusable; or, "
+        "approved, the ledger holds another call under its key (`identity_collision`).",
         True,
     ),
     _S.POLICY_DENIED: ("The policy refused it, or failed (`policy_error`); not run.", False),
@@ -839,7 +843,8 @@ STATE_DOCS: dict[ToolCallState, tuple[str, bool]] = {
     ),
     _S.REPLAYED: (
         "The ledger already holds this call's result (a replayed stream, a second gate on the "
-        "same ledger); not run again.",
+        "same ledger): the same key and the same fingerprint (tool name and arguments). Not run "
+        "again.",
         False,
     ),
 }  # fmt: skip
@@ -860,16 +865,27 @@ ERROR_CLASS_DOCS: dict[str, tuple[ToolCallState, str]] = {
         _S.QUARANTINED,
         "With `run_at=\"item\"`: an earlier call of the response has the same id.",
     ),
-    gate.SCHEMA_INVALID: (_S.QUARANTINED, "The arguments fail the tool's JSON Schema."),
+    gate.SCHEMA_INVALID: (
+        _S.QUARANTINED,
+        "The arguments fail the tool's JSON Schema, nest deeper than it is checked "
+        f"({MAX_SCHEMA_DEPTH} levels), or the validator raised.",
+    ),
     gate.POLICY_DENIED: (_S.POLICY_DENIED, "The policy answered `deny`."),
     gate.POLICY_ERROR: (_S.POLICY_DENIED, "The policy raised or answered something else."),
     gate.NO_EXECUTOR: (_S.POLICY_APPROVED, "Approved, but `execute=` has no executor for it."),
     gate.EXECUTION_ERROR: (_S.EXECUTION_FAILED, "The executor raised an `Exception`."),
+    gate.IDENTITY_COLLISION: (
+        _S.QUARANTINED,
+        "Approved, but the ledger holds another call under its key: another tool or other "
+        "arguments (a server reusing ids across the run's responses), or a row from before the "
+        "ledger kept fingerprints. Neither run nor reported as that call's result.",
+    ),
     reader.UNACCEPTED_STOP: (
         _S.QUARANTINED, "The stream ended with a stop reason outside `accept_stop_reasons`.",
     ),
     reader.TOOL_SCHEMA_ERROR: (
-        _S.QUARANTINED, "Reader fault code with `tools=`: a call failed its JSON Schema.",
+        _S.QUARANTINED,
+        "Reader fault code with `tools=`: a call failed its JSON Schema (as `schema_invalid`).",
     ),
     reader.DUPLICATE_TOOL_CALL_ID: (
         _S.QUARANTINED, "Two client tool calls of the response share an id: the stream is refused.",
@@ -920,13 +936,21 @@ def gate_error_state(error_type: str) -> ToolCallState:
     return ERROR_CLASS_DOCS[error_type][0] if error_type in ERROR_CLASS_DOCS else _S.QUARANTINED
 
 
+#: The states a call is counted in without an error type. A call is counted when its attempt
+#: ends, in a final state or approved (every call not yet decided is quarantined first), and a
+#: quarantined, denied or failed call always carries an error class.
+UNERRORED_STATES = (gate.FINAL_STATES | {_S.POLICY_APPROVED}) - {
+    _S.QUARANTINED, _S.POLICY_DENIED, _S.EXECUTION_FAILED,
+}  # fmt: skip
+
+
 def gate_series_bounds() -> tuple[int, int]:
     """Attribute sets ``otelsse.gate.calls`` can hold: the product of its label sets (states,
     tool names with the overflow value, error types or none), and the bound that holds because
-    each error type comes with one state (error types, plus each state without one)."""
+    each error type comes with one state (error types, plus each state counted without one)."""
     tools = semconv.DEFAULT_MAX_TOOL_NAMES + 1
     states, errors = len(ToolCallState), len(gate_error_types())
-    return states * tools * (errors + 1), (errors + states) * tools
+    return states * tools * (errors + 1), (errors + len(UNERRORED_STATES)) * tools
 
 
 def _gate() -> list[str]:
@@ -1047,8 +1071,9 @@ def _gate() -> list[str]:
         f"The legal moves are `otelsse.gate._TRANSITIONS`: {_S.RECEIVING.value} → "
         f"{_S.ITEM_OPEN.value} → {_S.ITEM_TERMINAL.value} → {_S.PARSED.value} → "
         f"{_S.SCHEMA_VALID.value} → {_S.POLICY_APPROVED.value} → {_S.EXECUTED.value}, "
-        f"`{_S.QUARANTINED.value}` from any state before the policy, and the other final "
-        "states from the policy's and the ledger's answers.",
+        f"`{_S.QUARANTINED.value}` from any state before the policy (and from "
+        f"`{_S.POLICY_APPROVED.value}` when the ledger holds another call under its key), and "
+        "the other final states from the policy's and the ledger's answers.",
         "",
         *_table(("value", "final", "span status", "meaning"), state_rows),
         "",
@@ -1071,9 +1096,12 @@ def _gate() -> list[str]:
         f"({s.DEFAULT_MAX_TOOL_NAMES} + 1) tool names x ({len(gate_error_types())} error types "
         f"+ none) = {product} attribute sets, more than the SDK's {s.SDK_CARDINALITY_LIMIT}. "
         "What bounds the counter is that each error type comes with one state (the tables "
-        f"above): ({len(gate_error_types())} error types + {len(ToolCallState)} states "
-        f"without one) x {s.DEFAULT_MAX_TOOL_NAMES + 1} tool names = {paired}: under the "
-        "SDK's limit, with little room to spare.",
+        f"above), and that a call is counted without one only in "
+        f"{_code(sorted(state.value for state in UNERRORED_STATES))} (a call is counted once "
+        "its attempt ended: every call not yet decided is quarantined first, and quarantined, "
+        f"denied and failed calls carry an error class): ({len(gate_error_types())} error types "
+        f"+ {len(UNERRORED_STATES)} states) x {s.DEFAULT_MAX_TOOL_NAMES + 1} tool names = "
+        f"{paired}: under the SDK's limit.",
         "",
     ]
 

@@ -2,17 +2,37 @@
 
 Shared by the enforcing reader (which refuses a whole stream) and the tool gate (which judges
 each call). JSON Schema validation needs the ``schema`` extra (``jsonschema``).
+
+Validation gives a verdict, never an exception, and the same verdict from any caller: arguments
+nested deeper than ``MAX_SCHEMA_DEPTH`` fail without being walked (keyword ``depth``); a
+validator that raises (jsonschema recurses once per level and has bugs of its own; a schema's
+``$schema`` may name the application's own validator) fails them too (``validator_error``); and
+a validation the caller's stack is too deep for runs again on a fresh stack.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from typing import Any
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from ._exceptions import OtelSSEError
 
-__all__ = ["ToolRegistry", "ToolSchemas"]
+__all__ = [
+    "MAX_SCHEMA_DEPTH", "SCHEMA_TOO_DEEP", "VALIDATOR_ERROR", "ToolRegistry", "ToolSchemas",
+    "on_fresh_stack",
+]  # fmt: skip
+
+#: Deepest nesting of objects and arrays in arguments checked against a tool's schema (the JSON
+#: reader accepts up to 256). Validating takes the validator several stack frames per level.
+MAX_SCHEMA_DEPTH = 64
+#: ``schema_error``'s answer for arguments nested deeper than ``MAX_SCHEMA_DEPTH``.
+SCHEMA_TOO_DEEP = "depth"
+#: ``schema_error``'s answer when the validator raised instead of answering.
+VALIDATOR_ERROR = "validator_error"
+
+_T = TypeVar("_T")
 
 #: Tool name -> JSON Schema (or None for a tool without one), or an OpenAI or Anthropic
 #: ``tools`` list.
@@ -57,15 +77,21 @@ class ToolRegistry:
 
     def schema_error(self, name: str | None, arguments: Any) -> str | None:
         """The JSON Schema keyword the arguments fail (``required``, ``additionalProperties``,
-        ``maximum``...), or None when they pass or the tool has no schema. Only the keyword:
-        jsonschema's own messages quote the arguments."""
+        ``maximum``...), ``SCHEMA_TOO_DEEP`` or ``VALIDATOR_ERROR``; None when they pass or the
+        tool has no schema. Only the keyword: jsonschema's own messages quote the arguments.
+        Never raises an ``Exception``."""
         validator = self._validators.get(name or "")
         if validator is None:
             return None
-        import jsonschema
-
-        error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
-        return None if error is None else str(error.validator)
+        if _nests_deeper(arguments, MAX_SCHEMA_DEPTH):
+            return SCHEMA_TOO_DEEP
+        try:
+            try:
+                return _failed_keyword(validator, arguments)
+            except RecursionError:  # the caller's stack was deep already
+                return on_fresh_stack(lambda: _failed_keyword(validator, arguments))
+        except Exception:
+            return VALIDATOR_ERROR
 
 
 #: Checked validators by schema text: ``read_stream(tools=...)`` builds a registry per stream,
@@ -90,3 +116,46 @@ def _validator(jsonschema: Any, schema: Mapping[str, Any]) -> Any:
             _VALIDATORS.clear()
         _VALIDATORS[key] = validator
     return validator
+
+
+def _failed_keyword(validator: Any, arguments: Any) -> str | None:
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+    return None if error is None else str(error.validator)
+
+
+def _nests_deeper(value: Any, depth: int) -> bool:
+    """Whether ``value`` has objects or arrays nested more than ``depth`` levels (walked level
+    by level, without recursion)."""
+    level = [value]
+    for _ in range(depth):
+        level = [
+            child
+            for node in level
+            if isinstance(node, (dict, list))
+            for child in (node.values() if isinstance(node, dict) else node)
+        ]
+        if not level:
+            return False
+    return any(isinstance(node, (dict, list)) for node in level)
+
+
+def on_fresh_stack(function: Callable[[], _T]) -> _T:
+    """``function()`` in a thread of its own, whose stack starts empty, so that how deep it may
+    recurse does not depend on how deep its caller already was; what it raises is raised here."""
+    outcome: list[tuple[bool, Any]] = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, function()))
+        except BaseException as error:  # handed to the caller, which decides
+            outcome.append((False, error))
+
+    thread = threading.Thread(target=target, name="otelsse-fresh-stack", daemon=True)
+    thread.start()
+    thread.join()
+    succeeded, value = outcome[0]
+    if not succeeded:
+        raise value
+    return value  # type: ignore[no-any-return]

@@ -7,13 +7,20 @@ validated and was approved, and at most once.
         -> POLICY_APPROVED -> EXECUTED | EXECUTION_FAILED | NEEDS_RECONCILIATION | REPLAYED
         -> POLICY_DENIED | NEEDS_APPROVAL
     any state before POLICY_APPROVED -> QUARANTINED
+    POLICY_APPROVED -> QUARANTINED (identity_collision: the ledger holds another call's claim)
 
 ``ToolGate.run()`` reads one stream (one attempt of a run) and walks every call the application
 is asked to run through these states; ``_TRANSITIONS`` is the only way a record changes state.
 A call reaches the executor only from ``POLICY_APPROVED``, only after the response's terminal
 event (or, with ``run_at="item"`` on a route that proves item completion, after the call's own
 terminal event), and only once the ledger has durably recorded the decision. A call is keyed by
-run id, response id and provider call id (``CallKey``).
+run id, response id and provider call id (``CallKey``; its position in the response when the
+provider gave it no id), and the ledger keeps its fingerprint (a digest of its tool name and
+arguments): the same key with the same fingerprint is a replay, with another fingerprint a
+different call, which is quarantined (``identity_collision``) unless the call had no provider
+identity at all (neither response id nor call id): the position is then the gate's own guess,
+and the call is keyed by its position and fingerprint instead, so that a retry's different call
+runs, and that very call only once.
 
 Records, spans, metrics and the ledger hold ids, names, sizes, statuses and short error classes:
 never arguments, never results. The parsed arguments reach only the policy and the executor.
@@ -22,7 +29,10 @@ never arguments, never results. The parsed arguments reach only the policy and t
 from __future__ import annotations
 
 import enum
+import functools
+import hashlib
 import inspect
+import json
 import time
 import uuid
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Iterator, Mapping
@@ -33,8 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 from ._core.state import CUSTOM, INVALID_JSON, SERVER, TRAILING_DATA, ToolCall
 from ._exceptions import OtelSSEError
-from ._tools import ToolRegistry, ToolSchemas
-from .ledger import DECIDED, FAILED, SUCCEEDED, CallKey, Ledger, MemoryLedger
+from ._tools import ToolRegistry, ToolSchemas, on_fresh_stack
+from .ledger import DECIDED, FAILED, SUCCEEDED, CallKey, Ledger, LedgerEntry, MemoryLedger
 from .monitor import Limits, Outcome, StreamReport
 from .reader import AsyncStreamReader, StreamFault, StreamReader, StreamResult, _Reader
 from .routes import Route
@@ -75,7 +85,8 @@ class ToolCallState(str, enum.Enum):
     EXECUTED = "executed"
     #: Final: never run. The stream failed before the call was proven (timeout, disconnect,
     #: error, missing terminal) or its arguments were unusable (invalid JSON, trailing data,
-    #: unregistered tool, schema failure, duplicate id).
+    #: unregistered tool, schema failure, duplicate id), or, once approved, the ledger held
+    #: another call under its identity (identity collision).
     QUARANTINED = "quarantined"
     #: Final: the policy refused it (or failed, which refuses).
     POLICY_DENIED = "policy_denied"
@@ -104,7 +115,7 @@ _TRANSITIONS: dict[ToolCallState, frozenset[ToolCallState]] = {
         {_S.POLICY_APPROVED, _S.POLICY_DENIED, _S.NEEDS_APPROVAL, _S.QUARANTINED}
     ),
     _S.POLICY_APPROVED: frozenset(
-        {_S.EXECUTED, _S.EXECUTION_FAILED, _S.NEEDS_RECONCILIATION, _S.REPLAYED}
+        {_S.EXECUTED, _S.EXECUTION_FAILED, _S.NEEDS_RECONCILIATION, _S.REPLAYED, _S.QUARANTINED}
     ),
 }
 #: States a call never leaves (``POLICY_APPROVED`` too, when no executor was given for it).
@@ -133,10 +144,14 @@ POLICY_DENIED = "policy_denied"
 POLICY_ERROR = "policy_error"
 NO_EXECUTOR = "no_executor"
 EXECUTION_ERROR = "execution_error"
+#: The ledger holds a claim of this call's key by a call with another fingerprint (another
+#: tool or other arguments: a provider reusing ids), or by one from before ledgers kept them.
+IDENTITY_COLLISION = "identity_collision"
 #: Every error class a record can carry besides a ``StreamFault`` code: a closed set.
 ERROR_CLASSES: tuple[str, ...] = (
     INVALID_JSON, TRAILING_DATA, ARGUMENTS_NOT_OBJECT, UNREGISTERED_TOOL, DUPLICATE_CALL_ID,
     SCHEMA_INVALID, POLICY_DENIED, POLICY_ERROR, NO_EXECUTOR, EXECUTION_ERROR,
+    IDENTITY_COLLISION,
 )  # fmt: skip
 
 
@@ -167,6 +182,7 @@ class GateCall:
 
     __slots__ = (
         "_call",
+        "_claimed",
         "_state",
         "attempt",
         "buffer_bytes",
@@ -219,6 +235,7 @@ class GateCall:
         #: The executor's exception type, for ``EXECUTION_FAILED`` (``error_class`` is closed).
         self.exception_type: str | None = None
         self.finished_at: int | None = None
+        self._claimed: CallKey | None = None  # the key the ledger was asked to claim
         #: The route that judged the stream, and whether its terminal event arrived.
         self.route: str | None = None
         self.terminal_seen = False
@@ -242,9 +259,26 @@ class GateCall:
 
     @property
     def key(self) -> CallKey:
-        """The call's identity in the ledger."""
+        """The call's identity in the ledger: its position (``#N``) when the provider sent no
+        call id; once claimed, the key it was claimed under (``#N:<fingerprint>`` for a call
+        without any provider identity that another call's claim held at its position)."""
+        if self._claimed is not None:
+            return self._claimed
         call_id = self.call_id if self.call_id is not None else f"#{self.position}"
         return CallKey(self.run_id, self.response_id or "", call_id)
+
+    @property
+    def identified(self) -> bool:
+        """Whether the provider gave the call any identity: a call id or a response id."""
+        return self.call_id is not None or bool(self.response_id)
+
+    def fingerprint(self) -> str:
+        """A digest of the parsed call, to tell a replay from another call under one key: of
+        its run id (equal calls of two runs do not share one), kind, tool name and arguments
+        as canonical JSON. Not content: nothing of the arguments can be read back from it."""
+        call = self._call
+        text = _canonical_json([self.run_id, call.kind, call.name, call.arguments])
+        return hashlib.sha256(text.encode("ascii")).hexdigest()
 
     @property
     def final(self) -> bool:
@@ -672,14 +706,35 @@ class _Attempt:
             record.finished_at = time.time_ns()
             return None
         # The decision is durable before the executor runs: at most once, across restarts.
-        ledger = self._gate.ledger
-        found = ledger.claim(record.key, attempt=self.attempt, tool_name=record.tool_name)
+        fingerprint = record.fingerprint()
+        key = record.key
+        found = self._claim(key, record, fingerprint)
+        if (
+            found is not None
+            and found.fingerprint not in (None, fingerprint)
+            and not record.identified
+        ):
+            # No provider identity: the position was the gate's guess, and another call of the
+            # run holds it (a retry's different answer). This call's identity is its own.
+            key = CallKey(key.run_id, key.response_id, f"{key.call_id}:{fingerprint}")
+            found = self._claim(key, record, fingerprint)
+        record._claimed = key
         if found is None:
             return executor
+        if found.fingerprint != fingerprint:
+            # Another call's claim (or one too old to tell): running this one could repeat a
+            # side effect, and taking it for a replay would report a result it never had.
+            record.quarantine(IDENTITY_COLLISION)
+            return None
         record.execution_status = found.status
         to = ToolCallState.NEEDS_RECONCILIATION if found.status == DECIDED else _S.REPLAYED
         record.advance(to)
         return None
+
+    def _claim(self, key: CallKey, record: GateCall, fingerprint: str) -> LedgerEntry | None:
+        return self._gate.ledger.claim(
+            key, attempt=self.attempt, tool_name=record.tool_name, fingerprint=fingerprint
+        )
 
     def execute(self, record: GateCall, executor: Executor | None) -> None:
         if executor is None:
@@ -767,6 +822,19 @@ def _rfc3339(ns: int) -> str:
     seconds, fraction = divmod(ns, 1_000_000_000)
     moment = datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
     return f"{moment}.{fraction // 1000:06d}Z"
+
+
+def _canonical_json(value: Any) -> str:
+    """``value`` as JSON with sorted keys, no spaces and ASCII only (escaped lone surrogates
+    included). Arguments nest up to the reader's 256 levels, which may be more than what remains
+    of the caller's stack: then on a fresh one."""
+    dump = functools.partial(
+        json.dumps, value, sort_keys=True, separators=(",", ":"), ensure_ascii=True
+    )
+    try:
+        return dump()
+    except RecursionError:
+        return on_fresh_stack(dump)
 
 
 def _discard(awaitable: Any) -> None:

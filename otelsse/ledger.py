@@ -5,7 +5,9 @@ decision to execute atomically and answers whether the call was ever claimed bef
 replayed stream or a second gate on the same store never runs a call twice. A call claimed but
 never given a result (the process died while it ran) is never run again automatically: the
 absence of a success record does not prove the absence of a side effect (seed 001). The ledger
-holds ids, tool names, statuses and short error classes, never arguments or results.
+holds ids, tool names, each call's fingerprint (a digest of its tool name and arguments, so that
+the gate can tell a replay from another call under the same key), statuses and short error
+classes, never arguments or results.
 
 ``MemoryLedger`` lives as long as the process; ``SQLiteLedger`` is the embedded durable default
 (standard library ``sqlite3``; safe across threads and processes sharing one file).
@@ -13,6 +15,7 @@ holds ids, tool names, statuses and short error classes, never arguments or resu
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 import threading
@@ -65,6 +68,8 @@ class LedgerEntry:
     error_class: str | None
     decided_at: float
     finished_at: float | None
+    #: The claimed call's fingerprint; None for a row written before ledgers kept one.
+    fingerprint: str | None = None
 
 
 class Ledger(ABC):
@@ -81,9 +86,11 @@ class Ledger(ABC):
         """Remember an attempt's span for the attempts after it."""
 
     @abstractmethod
-    def claim(self, key: CallKey, *, attempt: int, tool_name: str | None) -> LedgerEntry | None:
-        """Persist the decision to execute ``key`` and return None, or, when the key was
-        claimed before, change nothing and return that entry."""
+    def claim(
+        self, key: CallKey, *, attempt: int, tool_name: str | None, fingerprint: str | None
+    ) -> LedgerEntry | None:
+        """Persist the decision to execute ``key`` (with the call's fingerprint) and return
+        None, or, when the key was claimed before, change nothing and return that entry."""
 
     @abstractmethod
     def finish(self, key: CallKey, status: str, error_class: str | None = None) -> None:
@@ -112,23 +119,24 @@ class MemoryLedger(Ledger):
         with self._lock:
             self._attempts[run_id][attempt - 1] = span
 
-    def claim(self, key: CallKey, *, attempt: int, tool_name: str | None) -> LedgerEntry | None:
+    def claim(
+        self, key: CallKey, *, attempt: int, tool_name: str | None, fingerprint: str | None
+    ) -> LedgerEntry | None:
         with self._lock:
             found = self._entries.get(key)
             if found is not None:
                 return found
             self._entries[key] = LedgerEntry(
-                key, attempt, tool_name, DECIDED, None, time.time(), None
+                key, attempt, tool_name, DECIDED, None, time.time(), None, fingerprint
             )
             return None
 
     def finish(self, key: CallKey, status: str, error_class: str | None = None) -> None:
         with self._lock:
             entry = self._entries[key]
-            self._entries[key] = LedgerEntry(
-                key, entry.attempt, entry.tool_name, status, error_class, entry.decided_at,
-                time.time(),
-            )  # fmt: skip
+            self._entries[key] = dataclasses.replace(
+                entry, status=status, error_class=error_class, finished_at=time.time()
+            )
 
     def get(self, key: CallKey) -> LedgerEntry | None:
         with self._lock:
@@ -154,6 +162,7 @@ CREATE TABLE IF NOT EXISTS otelsse_calls (
     error_class TEXT,
     decided_at REAL NOT NULL,
     finished_at REAL,
+    fingerprint TEXT,
     PRIMARY KEY (run_id, response_id, call_id)
 );
 """
@@ -181,6 +190,16 @@ class SQLiteLedger(Ledger):
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Bring a file made by an earlier otelsse up to this schema, in one transaction, so
+        that processes opening it at once migrate it once. Rows it already holds keep a NULL
+        fingerprint: the gate never takes one of them for a replay."""
+        with self._transaction() as db:
+            columns = {row[1] for row in db.execute("PRAGMA table_info(otelsse_calls)")}
+            if "fingerprint" not in columns:
+                db.execute("ALTER TABLE otelsse_calls ADD COLUMN fingerprint TEXT")
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -219,12 +238,14 @@ class SQLiteLedger(Ledger):
                 (f"{trace_id:032x}", f"{span_id:016x}", run_id, attempt),
             )
 
-    def claim(self, key: CallKey, *, attempt: int, tool_name: str | None) -> LedgerEntry | None:
+    def claim(
+        self, key: CallKey, *, attempt: int, tool_name: str | None, fingerprint: str | None
+    ) -> LedgerEntry | None:
         with self._transaction() as db:
             inserted = db.execute(
                 "INSERT OR IGNORE INTO otelsse_calls (run_id, response_id, call_id, attempt,"
-                " tool_name, status, decided_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (*_key_args(key), attempt, tool_name, DECIDED, time.time()),
+                " tool_name, status, decided_at, fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (*_key_args(key), attempt, tool_name, DECIDED, time.time(), fingerprint),
             ).rowcount
         return None if inserted == 1 else self.get(key)
 
@@ -239,14 +260,12 @@ class SQLiteLedger(Ledger):
     def get(self, key: CallKey) -> LedgerEntry | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT attempt, tool_name, status, error_class, decided_at, finished_at"
-                " FROM otelsse_calls WHERE run_id = ? AND response_id = ? AND call_id = ?",
+                "SELECT attempt, tool_name, status, error_class, decided_at, finished_at,"
+                " fingerprint FROM otelsse_calls"
+                " WHERE run_id = ? AND response_id = ? AND call_id = ?",
                 _key_args(key),
             ).fetchone()
-        if row is None:
-            return None
-        attempt, tool_name, status, error_class, decided_at, finished_at = row
-        return LedgerEntry(key, attempt, tool_name, status, error_class, decided_at, finished_at)
+        return None if row is None else LedgerEntry(key, *row)
 
     def close(self) -> None:
         """Close the database connection."""

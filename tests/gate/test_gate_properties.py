@@ -916,7 +916,9 @@ def check_history(call: GateCall) -> None:
         final = rest[0]
         last = SEED_LINE[line - 1]
         if final is S.QUARANTINED:
-            assert last is not S.POLICY_APPROVED, history
+            # Once approved, only the ledger's answer quarantines: another call holds the key.
+            if last is S.POLICY_APPROVED:
+                assert call.error_class == "identity_collision", history
         elif last is S.SCHEMA_VALID:
             assert final in AFTER_SCHEMA_VALID, history
         else:
@@ -927,6 +929,10 @@ def check_history(call: GateCall) -> None:
         assert call.state is S.POLICY_APPROVED, history
         assert call.error_class == "no_executor", history
     assert call.error_class is None or call.error_class in KNOWN_ERROR_CLASSES, call
+    # What bounds the gate counter's series (docs/reference.md, Cardinality): these states always
+    # come with an error class.
+    if call.state in (S.QUARANTINED, S.POLICY_DENIED, S.EXECUTION_FAILED):
+        assert call.error_class is not None, call
 
 
 def _content_free(case: Case, value: str, what: str) -> None:
@@ -1023,9 +1029,18 @@ def check_executions(case: Case, result: GateResult, harness: Harness, ledger: L
             assert S.POLICY_APPROVED not in call.history
             assert call.state is not S.POLICY_DENIED
         if S.POLICY_APPROVED in call.history and call.state not in RAN:
-            assert call.state in (S.REPLAYED, S.NEEDS_RECONCILIATION) or (
-                call.error_class == "no_executor" and call.tool_name not in harness.executors()
-            ), call
+            found = ledger.get(call.key)
+            if call.state in (S.REPLAYED, S.NEEDS_RECONCILIATION):
+                # (e) a replay is the very call the ledger holds, never another one under its key
+                assert found is not None, call
+                assert found.fingerprint == call.fingerprint(), call
+            elif call.state is S.QUARANTINED:
+                assert call.error_class == "identity_collision", call
+                assert found is not None, call
+                assert found.fingerprint != call.fingerprint(), call
+            else:
+                assert call.error_class == "no_executor", call
+                assert call.tool_name not in harness.executors(), call
 
 
 def check_shared_ids(result: GateResult) -> None:
@@ -1160,9 +1175,11 @@ def expected_disconnect(case: Case, fault: str | None) -> str | None:
     return {"reset": "ConnectionResetError", "timeout": "TimeoutError"}.get(case.ending, "eof")
 
 
-def check_oracle(case: Case, result: GateResult, claimed: set[CallKey]) -> None:
+def check_oracle(case: Case, result: GateResult, claimed: dict[CallKey, str]) -> None:
     """Every call of an unmutated stream ends as the plan says, given the fault, the run_at
-    mode and the keys earlier attempts already claimed (those come back ``REPLAYED``)."""
+    mode and the keys earlier attempts already claimed, with their fingerprints: those come
+    back ``REPLAYED`` when they are the same call, else quarantined as an identity collision
+    (a mutated attempt may have run another call under the key)."""
     terminal = next((n for n, e in enumerate(case.events) if e.terminal), None)
     terminal_read = False if terminal is None else _processed(case, terminal)
     opened = [_processed(case, _event_of(case, call.index, "opens")) for call in case.opened]
@@ -1193,7 +1210,10 @@ def check_oracle(case: Case, result: GateResult, claimed: set[CallKey]) -> None:
         else:
             state, error_class = _decided(case, call, value)
             if state in RAN and record.key in claimed:
-                state, error_class = S.REPLAYED, None
+                if claimed[record.key] == record.fingerprint():
+                    state, error_class = S.REPLAYED, None
+                else:
+                    state, error_class = S.QUARANTINED, "identity_collision"
             own.add((state, error_class))
             if call.call_id in shared:
                 own.add((S.QUARANTINED, "duplicate_call_id"))  # another with its id went first
@@ -1227,14 +1247,15 @@ def check_oracle(case: Case, result: GateResult, claimed: set[CallKey]) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _claimed(results: Sequence[GateResult]) -> set[CallKey]:
-    """The keys an attempt asked the ledger to claim (approved, with an executor)."""
-    return {
-        call.key
-        for result in results
-        for call in result.calls
-        if S.POLICY_APPROVED in call.history and call.error_class != "no_executor"
-    }
+def _claimed(results: Sequence[GateResult]) -> dict[CallKey, str]:
+    """The keys attempts had the ledger claim (approved, with an executor), with the
+    fingerprint of the call that claimed each first."""
+    claimed: dict[CallKey, str] = {}
+    for result in results:
+        for call in result.calls:
+            if S.POLICY_APPROVED in call.history and call.error_class != "no_executor":
+                claimed.setdefault(call.key, call.fingerprint())
+    return claimed
 
 
 def check_case(case: Case, open_ledger: Callable[[], Ledger]) -> list[GateResult]:
@@ -1243,7 +1264,7 @@ def check_case(case: Case, open_ledger: Callable[[], Ledger]) -> list[GateResult
     assert first.attempt == 1
     check_run(case, first, harness, ledger)
     if not case.mutated:
-        check_oracle(case, first, set())
+        check_oracle(case, first, {})
 
     # (e) The same body again, chunked otherwise, on the same ledger (a second gate; for
     # SQLite a second connection): nothing runs, what ran comes back REPLAYED.
@@ -1332,7 +1353,7 @@ def test_gate_safety_properties_on_the_sqlite_ledger(data: st.DataObject) -> Non
             attempts = db.execute("SELECT attempt FROM otelsse_attempts").fetchall()
         db.close()
         assert sorted(attempts) == [(1,), (2,), (3,)]
-        assert {CallKey(*row[:3]) for row in rows} == _claimed(results)
+        assert {CallKey(*row[:3]) for row in rows} == set(_claimed(results))
         ran = {
             call.key: call.execution_status
             for r in results
