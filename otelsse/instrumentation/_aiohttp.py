@@ -225,15 +225,16 @@ def _released(settings: Settings) -> Callable[..., Any]:
     return release
 
 
-def _tap(response: Any, observer: StreamObserver) -> None:
-    response.content = _ContentTap(response.content, observer)
+def _tap(response: Any, observer: StreamObserver) -> _ContentTap:
+    response.content = tapped = _ContentTap(response.content, observer)
+    return tapped
 
 
-def _tap_coded(response: Any, observer: StreamObserver) -> None:
+def _tap_coded(response: Any, observer: StreamObserver) -> _ContentTap:
     # auto_decompress=False: the application reads the coded bytes; the monitor needs them
     # decoded.
     observer.decode_as(response.headers.get("content-encoding"))
-    _tap(response, observer)
+    return _tap(response, observer)
 
 
 def _body(kwargs: dict[str, Any]) -> object:

@@ -4,7 +4,7 @@
     headers ── Watch.observe(response, tap) ──> StreamObserver, installed by the client's tap
     body reads ── StreamObserver.feed(chunk)     (the tee, as the application reads)
     end ── StreamObserver.finish(error)  exactly once: EOF, close, error
-           the response collected, or still open at exit ── by _Reaper, off the collector
+           the body's source collected, or still open at exit ── by _Reaper, off the collector
 
 Client-neutral: a response is read only through its ``Client`` (``_client.py``), and a route only
 through its ``Route`` declarations.
@@ -276,11 +276,13 @@ class Watch:
         if self.span is not None and error is not None:
             self.failed(error)
 
-    def observe(self, response: Any, tap: Callable[[Any, StreamObserver], None]) -> None:
+    def observe(self, response: Any, tap: Callable[[Any, StreamObserver], object]) -> None:
         """The response headers are in: observe its body if it is a stream. Never raises.
 
         A body the client already read (``stream=False``) is observed at once; otherwise
-        ``tap(response, observer)``, the client's, installs the tee.
+        ``tap(response, observer)``, the client's, installs the tee and returns the body source
+        it put in the response, whatever the body is read through (and which the response
+        holds): once nothing holds it, nothing can read the body.
         """
         client = self.client
         try:
@@ -299,8 +301,7 @@ class Watch:
                 observer.feed(body)
                 observer.finish()
             else:
-                tap(response, observer)
-                observer.end_when_collected(response)
+                observer.end_when_collected(tap(response, observer))
         except Exception as exc:
             self.contain(exc)
 
@@ -443,10 +444,14 @@ class StreamObserver:
                 self._active_attributes[semconv.SERVER_ADDRESS] = address
             telemetry.stream_started(self._active_attributes)
 
-    def end_when_collected(self, response: object) -> None:
-        """End as ``cancelled`` if the application drops ``response`` without closing it, or if
-        it is still open when the interpreter exits."""
-        finalizer = weakref.finalize(response, self._collected)
+    def end_when_collected(self, source: object) -> None:
+        """End as ``cancelled`` if the application drops the body's ``source`` (with its
+        response) without closing it, or if it is still open when the interpreter exits.
+
+        The source, not the response: an application may keep only what it reads (requests'
+        ``response.raw``, aiohttp's ``response.content``) and drop the response.
+        """
+        finalizer = weakref.finalize(source, self._collected)
         # Not weakref's own exit handler: it may run after the SDK's has shut the exporters down
         # (whichever was registered first runs last). The reaper's runs before (see _Reaper).
         finalizer.atexit = False
@@ -454,7 +459,7 @@ class StreamObserver:
         _REAPER.watch(self)
 
     def _collected(self) -> None:
-        """``response``'s finalizer: the application dropped it. Runs wherever the collection
+        """The source's finalizer: the application dropped it. Runs wherever the collection
         struck, so it only claims the stream and hands it to the reaper (see _Reaper)."""
         if self._claim():
             _REAPER.collected(self, time.perf_counter())
@@ -620,13 +625,13 @@ class StreamObserver:
             self._span_attributes[semconv.RECORDING_ID] = recording
 
 
-#: What the reaper's thread is handed: a claimed stream and when its response was collected,
+#: What the reaper's thread is handed: a claimed stream and when its body source was collected,
 #: or an event to set once it got there.
 _Queued = tuple[StreamObserver, float] | threading.Event
 
 
 class _Reaper:
-    """Ends the streams nobody closes: those whose response was collected, and at exit those
+    """Ends the streams nobody closes: those whose body source was collected, and at exit those
     still open. One per process, with one thread, started with the first stream.
 
     A finalizer runs wherever a collection strikes: in any thread, at any allocation, perhaps
@@ -678,7 +683,7 @@ class _Reaper:
             self._queue, self._thread, self._pid = queue, thread, os.getpid()
 
     def collected(self, observer: StreamObserver, collected_at: float) -> None:
-        """``observer``, claimed, lost its response at ``collected_at``. Safe anywhere."""
+        """``observer``, claimed, lost its body source at ``collected_at``. Safe anywhere."""
         if self._pid == os.getpid():
             self._queue.put((observer, collected_at))
         else:  # no thread in this process: none could start, or a forked child's inherited

@@ -212,6 +212,25 @@ def test_an_abandoned_response_ends_when_its_body_ends(
     ended_once_each(otel, streams.parents, caplog, "cancelled")
 
 
+def test_a_body_read_through_its_content_alone_is_observed_to_its_end(
+    otel: Telemetry, server: SSEServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An application may keep ``response.content`` and drop the response: aiohttp lets the
+    response go at the body's end, inside the read that reaches it, which must still end the
+    stream ``complete`` with every byte."""
+    url = served(server)
+
+    async def main(http: AsyncSession) -> bytes:
+        content = (await http.send(url)).content
+        data: bytes = await content.read()
+        return data
+
+    assert run(main) == BODY
+    span = ended_once(otel, "complete")
+    assert (span.attributes or {})[semconv.BYTES_RECEIVED] == len(BODY)
+    assert sdk_trace_warnings(caplog) == []
+
+
 def test_readexactly_past_the_end_raises_as_before_and_ends_complete(
     otel: Telemetry, server: SSEServer
 ) -> None:

@@ -50,7 +50,7 @@ from otelsse.instrumentation._client import RequestFields
 from otelsse.instrumentation._observer import Settings
 from otelsse.monitor import StreamMonitor
 from otelsse.telemetry import Telemetry as OtelsseTelemetry
-from tests._clients import CLIENTS, AsyncSession, Client, Session
+from tests._clients import CLIENTS, App, AsyncSession, Client, Session, run
 from tests._otel import Telemetry
 from tests._server import Reply, SSEServer
 from tests.instrumentation.test_lifecycle import (
@@ -374,6 +374,37 @@ def test_an_abandoned_openai_stream_is_a_cycle_and_ends_once_when_collected(
 
     assert len(streams.parents) == STREAMS
     ended_once_each(otel, streams.parents, caplog, "cancelled")
+
+
+def _read_the_source_alone_sync(http: Session, url: str) -> bytes:
+    source = http.client.body_source(http.send(url))  # the response is dropped here
+    collect()
+    return source.read() if http.client.library == "requests" else b"".join(source)  # type: ignore[no-any-return]
+
+
+async def _read_the_source_alone_async(http: AsyncSession, url: str) -> bytes:
+    source = http.client.body_source(await http.send(url))
+    collect()
+    return b"".join([chunk async for chunk in source])
+
+
+#: Read ``response.raw`` (requests) or ``response.stream`` (httpx) to its end, the response gone.
+READ_THE_SOURCE_ALONE = App(_read_the_source_alone_sync, _read_the_source_alone_async)
+
+
+def test_a_body_read_through_its_source_alone_is_observed_to_its_end(
+    otel: Telemetry, server: SSEServer, caplog: pytest.LogCaptureFixture, client: Client
+) -> None:
+    """What the application reads through is what it holds: a body's source (requests'
+    ``response.raw``) read to its end after the response was dropped is ``complete``, not
+    ended as abandoned when the response went."""
+    url = server.route(PATH, Reply(BODY, piece=PIECE))
+
+    assert run(client, READ_THE_SOURCE_ALONE, url) == BODY
+
+    span = ended_once(otel, "complete")  # at EOF, by the read itself
+    assert (span.attributes or {})[semconv.BYTES_RECEIVED] == len(BODY)
+    assert sdk_trace_warnings(caplog) == []
 
 
 def test_of_two_endings_racing_from_two_threads_the_first_ends_the_stream(
