@@ -14,7 +14,9 @@ Where the application still holds a stream (a traceback it keeps) or the collect
 run (a cycle, with collection off), nothing has ended yet; once it is gone, every span ends
 within ``ENDED_WAIT`` of the collection that freed it. A finalizer never ends a stream in the
 collector's own context: the collection may strike while the thread holds a lock that ending
-a span takes again (``test_a_collection_under_a_telemetry_lock_...``).
+a span takes again (``test_a_collection_under_a_telemetry_lock_...``). Two endings racing from
+two threads end it once, as the first. A body read through its source alone (requests'
+``response.raw``), the response dropped, is observed to its end.
 
 At interpreter exit (a subprocess, ``tests/apps/abandoning_app.py``): streams still open are
 ended before the SDK's exit handler shuts its exporters down, so the exported file holds one
