@@ -11,6 +11,10 @@ the observer exactly what they returned; its iterators (``async for``, ``iter_an
 read through it; ``response.read()``/``text()``/``json()`` read ``response.content``. The stream
 ends at the read that leaves the reader at EOF, or with the exception a read raised;
 ``ClientResponse.release()``/``close()`` (leaving ``async with`` releases) end it as cancelled.
+A response the application drops unreleased is not garbage: its body reader, which the
+connection in the session's pool holds, holds the response's end-of-body callback. Its stream is
+still open, and ends (cancelled) when aiohttp lets go of it: the rest of the body arrives, the
+connection drops or times out, the session closes; or at interpreter exit.
 aiohttp content-decodes the body itself unless ``auto_decompress=False``; then the observer
 decodes.
 """
@@ -221,15 +225,16 @@ def _released(settings: Settings) -> Callable[..., Any]:
     return release
 
 
-def _tap(response: Any, observer: StreamObserver) -> None:
-    response.content = _ContentTap(response.content, observer)
+def _tap(response: Any, observer: StreamObserver) -> _ContentTap:
+    response.content = tapped = _ContentTap(response.content, observer)
+    return tapped
 
 
-def _tap_coded(response: Any, observer: StreamObserver) -> None:
+def _tap_coded(response: Any, observer: StreamObserver) -> _ContentTap:
     # auto_decompress=False: the application reads the coded bytes; the monitor needs them
     # decoded.
     observer.decode_as(response.headers.get("content-encoding"))
-    _tap(response, observer)
+    return _tap(response, observer)
 
 
 def _body(kwargs: dict[str, Any]) -> object:

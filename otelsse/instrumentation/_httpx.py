@@ -178,12 +178,14 @@ class HttpxClient(Client):
         return send
 
 
-def _tap_sync(response: Any, observer: StreamObserver) -> None:
-    response.stream = _SyncStreamTap(response.stream, observer)
+def _tap_sync(response: Any, observer: StreamObserver) -> _SyncStreamTap:
+    response.stream = tapped = _SyncStreamTap(response.stream, observer)
+    return tapped
 
 
-def _tap_async(response: Any, observer: StreamObserver) -> None:
-    response.stream = _AsyncStreamTap(response.stream, observer)
+def _tap_async(response: Any, observer: StreamObserver) -> _AsyncStreamTap:
+    response.stream = tapped = _AsyncStreamTap(response.stream, observer)
+    return tapped
 
 
 def _body(request: Any) -> bytes | None:

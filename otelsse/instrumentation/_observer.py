@@ -3,7 +3,8 @@
     a client's send wrapper ── Settings.watch(client, ...) ──> Watch   (before the request goes out)
     headers ── Watch.observe(response, tap) ──> StreamObserver, installed by the client's tap
     body reads ── StreamObserver.feed(chunk)     (the tee, as the application reads)
-    end ── StreamObserver.finish(error)  exactly once: EOF, close, error, GC
+    end ── StreamObserver.finish(error)  exactly once: EOF, close, error
+           the body's source collected, or still open at exit ── by _Reaper, off the collector
 
 Client-neutral: a response is read only through its ``Client`` (``_client.py``), and a route only
 through its ``Route`` declarations.
@@ -14,13 +15,16 @@ the application's request, response and exceptions are left exactly as they were
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
 import re
+import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar, Token
+from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from opentelemetry import context as otel_context
@@ -64,6 +68,9 @@ _GENAI_MARKS = (semconv.GEN_AI_OPERATION_NAME, semconv.GEN_AI_PROVIDER_NAME, "ge
 #: about twice what it costs in a run. Bounded by count and by bytes (the memory a stream holds).
 DEFERRED_READS = 32
 DEFERRED_BYTES = 16 * 1024
+#: How long the exit handler waits for the reaper to end the streams queued before it (a span
+#: processor exporting synchronously may take a while); then it ends what is left itself.
+EXIT_WAIT = 5.0
 
 
 class URL(Protocol):
@@ -269,11 +276,13 @@ class Watch:
         if self.span is not None and error is not None:
             self.failed(error)
 
-    def observe(self, response: Any, tap: Callable[[Any, StreamObserver], None]) -> None:
+    def observe(self, response: Any, tap: Callable[[Any, StreamObserver], object]) -> None:
         """The response headers are in: observe its body if it is a stream. Never raises.
 
         A body the client already read (``stream=False``) is observed at once; otherwise
-        ``tap(response, observer)``, the client's, installs the tee.
+        ``tap(response, observer)``, the client's, installs the tee and returns the body source
+        it put in the response, whatever the body is read through (and which the response
+        holds): once nothing holds it, nothing can read the body.
         """
         client = self.client
         try:
@@ -292,8 +301,7 @@ class Watch:
                 observer.feed(body)
                 observer.finish()
             else:
-                tap(response, observer)
-                observer.end_when_collected(response)
+                observer.end_when_collected(tap(response, observer))
         except Exception as exc:
             self.contain(exc)
 
@@ -370,7 +378,6 @@ class StreamObserver:
         "_deferred",
         "_deferred_at",
         "_deferred_bytes",
-        "_ended",
         "_finalizer",
         "_limits",
         "_now",
@@ -381,6 +388,7 @@ class StreamObserver:
         "_status",
         "_tape",
         "_telemetry",
+        "_unended",
         "_watch",
         "broken",
         "monitor",
@@ -421,7 +429,8 @@ class StreamObserver:
         self._deferred_at: list[float] = []
         self._deferred_bytes = 0
         self._now = 0.0  # the clock reading of the read being decoded (_feed_decoded)
-        self._ended = False
+        # Popped by whichever ending comes first (see _claim): a stream ends exactly once.
+        self._unended: list[None] = [None]
         self.broken = False
         # False once the monitor can use no more of a coded body: its parser stopped at a
         # ceiling, so decoding further would only cost.
@@ -435,9 +444,41 @@ class StreamObserver:
                 self._active_attributes[semconv.SERVER_ADDRESS] = address
             telemetry.stream_started(self._active_attributes)
 
-    def end_when_collected(self, response: object) -> None:
-        """End as ``cancelled`` if the application drops ``response`` without closing it."""
-        self._finalizer = weakref.finalize(response, self.finish, "cancelled")
+    def end_when_collected(self, source: object) -> None:
+        """End as ``cancelled`` if the application drops the body's ``source`` (with its
+        response) without closing it, or if it is still open when the interpreter exits.
+
+        The source, not the response: an application may keep only what it reads (requests'
+        ``response.raw``, aiohttp's ``response.content``) and drop the response.
+        """
+        finalizer = weakref.finalize(source, self._collected)
+        # Not weakref's own exit handler: it may run after the SDK's has shut the exporters down
+        # (whichever was registered first runs last). The reaper's runs before (see _Reaper).
+        finalizer.atexit = False
+        self._finalizer = finalizer
+        _REAPER.watch(self)
+
+    def _collected(self) -> None:
+        """The source's finalizer: the application dropped it. Runs wherever the collection
+        struck, so it only claims the stream and hands it to the reaper (see _Reaper)."""
+        if self._claim():
+            _REAPER.collected(self, time.perf_counter())
+
+    def _end_collected(self, collected_at: float) -> None:
+        """End the stream ``_collected`` claimed: cancelled, when it was collected."""
+        try:
+            self._conclude(collected_at, "cancelled", None)
+        except Exception as exc:  # contained like every ending (the reaper's thread goes on)
+            self._telemetry.count_error(exc, "finish")
+
+    def _claim(self) -> bool:
+        """Take the one right to end this stream: False when an ending took it already. One
+        atomic ``list.pop``, no lock, so that a finalizer may call it from inside any lock."""
+        try:
+            self._unended.pop()
+        except IndexError:
+            return False
+        return True
 
     def decode_as(self, content_encoding: str | None) -> None:
         """Decode what the tap sees by ``content_encoding`` before the monitor gets it."""
@@ -457,21 +498,25 @@ class StreamObserver:
         ones (``DEFERRED_READS``/``DEFERRED_BYTES``) or at the stream's end, whichever comes
         first: timings and outcome are those of feeding each read as it came.
         """
-        if self._ended:
+        if not self._unended:
             return
         deferred = self._deferred
         deferred.append(chunk)
         self._deferred_at.append(time.perf_counter())
         self._deferred_bytes += len(chunk)
         if len(deferred) >= DEFERRED_READS or self._deferred_bytes >= DEFERRED_BYTES:
-            self._replay()
+            undecodable = self._replay()
+            if undecodable is not None and self._claim():
+                self._end(undecodable, "transport", None)
 
-    def _replay(self) -> None:
-        """Give the monitor the reads kept so far, each with its own clock reading."""
+    def _replay(self) -> float | None:
+        """Give the monitor the reads kept so far, each with its own clock reading. Returns the
+        clock reading of a read whose content could not be decoded, where the stream ends, or
+        None."""
         chunks, times = self._deferred, self._deferred_at
         self._deferred, self._deferred_at, self._deferred_bytes = [], [], 0
         if self.broken or not self._parsing:
-            return
+            return None
         monitor, tape, decoder = self.monitor, self._tape, self._decoder
         now = 0.0
         try:
@@ -493,10 +538,11 @@ class StreamObserver:
         except CorruptContent:
             # The peer's fault, not otelsse's: the stream ends at that read, as it does for an
             # application whose client decodes the body and raises.
-            self._end(now, "transport", None)
+            return now
         except Exception as exc:
             self.broken = True
             self._telemetry.count_error(exc, "feed")
+        return None
 
     def _feed_decoded(self, piece: bytes) -> None:
         monitor, now = self.monitor, self._now
@@ -513,18 +559,22 @@ class StreamObserver:
 
     def finish(self, error: StreamError | None = None, *, reason: str | None = None) -> None:
         """End the stream: None at EOF, else how it ended (``reason``: why it was cancelled,
-        when the caller knows). Only the first call counts."""
-        if self._ended:
-            return
+        when the caller knows). Only the first ending counts, whichever thread it comes from."""
+        if self._claim():
+            self._conclude(time.perf_counter(), error, reason)
+
+    def _conclude(self, now: float, error: StreamError | None, reason: str | None) -> None:
+        """End the claimed stream at ``now``, once the reads it kept are replayed (a read the
+        body could not decode ends it there)."""
         if self._deferred and os.getpid() == self._pid:
-            self._replay()  # may end the stream itself, at a read the body could not decode
-        self._end(time.perf_counter(), error, reason)
+            undecodable = self._replay()
+            if undecodable is not None:
+                now, error, reason = undecodable, "transport", None
+        self._end(now, error, reason)
 
     def _end(self, now: float, error: StreamError | None, reason: str | None) -> None:
-        """End the stream at ``now``; only the first call counts."""
-        if self._ended:
-            return
-        self._ended = True
+        """End the claimed stream at ``now``: its span, metrics and recording."""
+        _REAPER.forget(self)
         if os.getpid() != self._pid:
             # A forked child inherited this stream (and ends it at its exit or collection): its
             # span and metrics are the parent's alone.
@@ -573,6 +623,107 @@ class StreamObserver:
             return
         if recording is not None:
             self._span_attributes[semconv.RECORDING_ID] = recording
+
+
+#: What the reaper's thread is handed: a claimed stream and when its body source was collected,
+#: or an event to set once it got there.
+_Queued = tuple[StreamObserver, float] | threading.Event
+
+
+class _Reaper:
+    """Ends the streams nobody closes: those whose body source was collected, and at exit those
+    still open. One per process, with one thread, started with the first stream.
+
+    A finalizer runs wherever a collection strikes: in any thread, at any allocation, perhaps
+    while that thread holds a lock that ending a span takes again (the SDK's metric
+    aggregations and span processors hold non-reentrant locks while they allocate). Ending the
+    stream there could deadlock, so the finalizer only claims the stream and queues it, on a
+    ``SimpleQueue``, whose ``put`` may be called from weakref callbacks; this thread ends it.
+
+    At exit, ``end_all`` ends what is queued and every stream still open, as ``cancelled``,
+    before the SDK's own exit handler shuts its exporters down: exit handlers run last
+    registered first, and this one is registered again as each stream starts, so it runs before
+    that of any provider that existed then. A process forked from this one ends none of the
+    streams it inherited (see ``StreamObserver._end``) and starts its own thread when it needs one.
+    """
+
+    def __init__(self) -> None:
+        #: Streams that may be abandoned, until they end: bounded by the streams open at once.
+        self._open: set[StreamObserver] = set()
+        self._queue: SimpleQueue[_Queued] = SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._pid = 0  # the process the thread runs in
+        self._starting = threading.Lock()
+        if hasattr(os, "register_at_fork"):  # a lock held at a fork stays held in the child
+            os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        self._starting = threading.Lock()
+
+    def watch(self, observer: StreamObserver) -> None:
+        """``observer``'s stream is open, and ends at its collection or at exit if not before."""
+        self._open.add(observer)
+        if self._pid != os.getpid():
+            self._start()
+        atexit.unregister(self.end_all)
+        atexit.register(self.end_all)
+
+    def _start(self) -> None:
+        with self._starting:
+            if self._pid == os.getpid():
+                return
+            queue: SimpleQueue[_Queued] = SimpleQueue()
+            thread = threading.Thread(
+                target=self._run, args=(queue,), name="otelsse-reaper", daemon=True
+            )
+            try:
+                thread.start()
+            except RuntimeError:  # no thread to be had: collected streams end where collected
+                return
+            self._queue, self._thread, self._pid = queue, thread, os.getpid()
+
+    def collected(self, observer: StreamObserver, collected_at: float) -> None:
+        """``observer``, claimed, lost its body source at ``collected_at``. Safe anywhere."""
+        if self._pid == os.getpid():
+            self._queue.put((observer, collected_at))
+        else:  # no thread in this process: none could start, or a forked child's inherited
+            observer._end_collected(collected_at)  # stream (which ends nothing there)
+
+    def forget(self, observer: StreamObserver) -> None:
+        """``observer``'s stream is ending."""
+        self._open.discard(observer)
+
+    @staticmethod
+    def _run(queue: SimpleQueue[_Queued]) -> None:
+        while True:
+            _end_queued(queue.get())
+
+    def end_all(self) -> None:
+        """The interpreter exits: end every stream queued or still open."""
+        thread = self._thread
+        if self._pid == os.getpid() and thread is not None and thread.is_alive():
+            # The thread may be ending one: let it finish what was queued before this marker.
+            done = threading.Event()
+            self._queue.put(done)
+            done.wait(EXIT_WAIT)
+        while True:  # what a stuck thread, or one of the parent process, left
+            try:
+                _end_queued(self._queue.get_nowait())
+            except Empty:
+                break
+        for observer in list(self._open):
+            observer.finish("cancelled")
+
+
+def _end_queued(item: _Queued) -> None:
+    if isinstance(item, threading.Event):
+        item.set()
+    else:
+        observer, collected_at = item
+        observer._end_collected(collected_at)
+
+
+_REAPER = _Reaper()
 
 
 def _attach(neighbour: Span, report: StreamReport) -> None:

@@ -321,9 +321,10 @@ def _header(session: Any, arguments: dict[str, Any], name: str) -> str | None:
     return None
 
 
-def _tap_raw(response: Any, observer: StreamObserver) -> None:
+def _tap_raw(response: Any, observer: StreamObserver) -> _RawTap:
     coding = response.headers.get("content-encoding")
-    response.raw = _RawTap(response.raw, observer, coding)
+    response.raw = tapped = _RawTap(response.raw, observer, coding)
+    return tapped
 
 
 CLIENTS: dict[str, Client] = {"requests": RequestsClient()}

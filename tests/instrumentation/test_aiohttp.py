@@ -34,11 +34,11 @@ from tests.instrumentation.test_lifecycle import (  # noqa: F401 -- collected he
     ended_once,
     opened,
     sdk_trace_warnings,
+    spans_ended,
     test_a_failure_inside_otelsse_is_contained_counted_and_logged_once,
     test_a_read_timeout_on_a_stall_is_a_timeout,
     test_a_request_that_fails_before_its_headers_ends_its_span_once,
     test_a_transport_error_is_truncated_and_reaches_the_app_unchanged,
-    test_an_abandoned_response_ends_its_span_when_collected,
     test_the_application_gets_the_same_chunks_with_and_without_otelsse,
     test_the_applications_span_stays_current_while_it_reads_the_body,
 )
@@ -55,6 +55,7 @@ from tests.instrumentation.test_privacy import (  # noqa: F401 -- collected here
     test_a_request_id_is_recorded_without_non_printable_characters,
     test_no_marker_reaches_spans_metrics_or_logs,
 )
+from tests.instrumentation.test_span_ends import STREAMS, Streams, _Cycle, ended_once_each
 
 # Not collected here: test_privacy's test_the_search_would_see_a_marker (aiohttp's own logs never
 # quote a URL, so the capture's self-check has no marker from the HTTP stack to find).
@@ -157,6 +158,76 @@ def test_cancelling_the_reading_task_is_cancelled(
 
     run(main)
     ended_once(otel, "cancelled")
+    assert sdk_trace_warnings(caplog) == []
+
+
+async def _leave(http: AsyncSession, streams: Streams, how: str) -> None:
+    """Open a stream and leave it open, ``how``: unread, after its first chunk, in a cycle."""
+    response, chunks = await streams.aopen(http, read=how != "unread")
+    if how == "reference-cycle":
+        _Cycle((response, chunks))
+
+
+@pytest.mark.parametrize("how", ["unread", "part-read", "reference-cycle"])
+def test_an_abandoned_response_is_held_by_its_connection_and_ends_when_the_session_closes(
+    otel: Telemetry, server: SSEServer, caplog: pytest.LogCaptureFixture, how: str
+) -> None:
+    """aiohttp keeps a response it has not finished alive: its connection's body reader holds
+    the response's end-of-body callback, and the session's pool holds the connection. Dropped
+    by the application, it is not garbage, and its stream is still open (connection held,
+    ``otelsse.streams.active`` counts it) until aiohttp lets it go: here when the session
+    closes its connections (also: the body ends, the connection drops, a read timeout)."""
+    streams = Streams(otel, served(server, hold_at=FIRST_EVENT_END))
+
+    async def main(http: AsyncSession) -> None:
+        for _ in range(STREAMS):
+            await _leave(http, streams, how)
+        gc.collect()
+        assert otel.spans() == []
+        assert otel.active_streams() == STREAMS
+
+    run(main)  # which closes the session
+    gc.collect()  # the cycles, if any: free once aiohttp dropped the responses
+    assert len(streams.parents) == STREAMS
+    ended_once_each(otel, streams.parents, caplog, "cancelled")
+
+
+def test_an_abandoned_response_ends_when_its_body_ends(
+    otel: Telemetry, server: SSEServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """aiohttp releases a response's connection when the rest of its body has arrived, unread:
+    the response the application dropped is then collected, and its stream ends, while the
+    session stays open."""
+    streams = Streams(otel, served(server, hold_at=FIRST_EVENT_END))
+
+    async def main(http: AsyncSession) -> None:
+        for _ in range(STREAMS):
+            await _leave(http, streams, "part-read")
+        assert otel.spans() == []
+        server.release.set()
+        await asyncio.to_thread(spans_ended, otel, STREAMS)
+
+    run(main)
+    assert len(streams.parents) == STREAMS
+    ended_once_each(otel, streams.parents, caplog, "cancelled")
+
+
+def test_a_body_read_through_its_content_alone_is_observed_to_its_end(
+    otel: Telemetry, server: SSEServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An application may keep ``response.content`` and drop the response: aiohttp lets the
+    response go at the body's end, inside the read that reaches it, which must still end the
+    stream ``complete`` with every byte."""
+    url = served(server)
+
+    async def main(http: AsyncSession) -> bytes:
+        content = (await http.send(url)).content
+        data: bytes = await content.read()
+        return data
+
+    assert run(main) == BODY
+    span = ended_once(otel, "complete")
+    assert (span.attributes or {})[semconv.BYTES_RECEIVED] == len(BODY)
     assert sdk_trace_warnings(caplog) == []
 
 

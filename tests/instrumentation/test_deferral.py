@@ -27,6 +27,7 @@ from otelsse.monitor import StreamError
 from otelsse.telemetry import Telemetry, span_attributes
 from tests._fixtures import read_fixture
 from tests._otel import Telemetry as SDK
+from tests.instrumentation.test_lifecycle import spans_ended
 
 ROUTE = "anthropic.messages"
 URL = httpx.URL("https://api.anthropic.com/v1/messages")
@@ -136,6 +137,7 @@ def test_a_deferred_stream_reports_what_feeding_each_read_would(
     else:
         del holder
         gc.collect()
+        spans_ended(sdk, 1)  # on otelsse's own thread, at the reading taken at collection
     assert _subset(expected := _expected(clock, reads, fed, error), _stream_attributes(sdk)) == (
         expected
     )

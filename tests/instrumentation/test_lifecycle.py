@@ -91,6 +91,9 @@ FIRST_EVENT_END = BODY.index(b"\n\n") + 2
 PIECE = 300
 #: Bound for waiting on something that has already been set in motion.
 EVENT_WAIT = 10.0
+#: Bound for a stream to end once the application let go of it (its response collected): well
+#: below every client's read timeout (``READ_TIMEOUT``), which would end it otherwise.
+ENDED_WAIT = 2.0
 
 
 def run(client: Client, app: App, *args: Any, **options: Any) -> Any:
@@ -138,11 +141,14 @@ def opened(otel: Telemetry) -> None:
     assert not otel.spans()
 
 
-async def until(predicate: Callable[[], object]) -> None:
-    """Let the event loop run until ``predicate()`` holds (bounded; the caller asserts)."""
-    deadline = time.monotonic() + EVENT_WAIT
-    while not predicate() and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
+def spans_ended(otel: Telemetry, count: int) -> list[ReadableSpan]:
+    """The stream spans, once ``count`` have ended: a stream the application let go of ends on
+    otelsse's own thread, promptly (asserted: within ``ENDED_WAIT``)."""
+    deadline = time.monotonic() + ENDED_WAIT
+    while len(spans := otel.spans()) < count and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert len(spans) >= count, f"{len(spans)} of {count} streams ended within {ENDED_WAIT} s"
+    return spans
 
 
 # --------------------------------------------------------------------------------------------
@@ -319,7 +325,8 @@ def _abandon_sync(http: Session, url: str, otel: Telemetry, read: int, expected:
         del chunks, chunk
     del response
     gc.collect()
-    ended_once(otel, expected)  # by collection itself, while the client is still open
+    spans_ended(otel, 1)  # by collection itself, while the client is still open
+    ended_once(otel, expected)
 
 
 async def _abandon_async(
@@ -338,7 +345,7 @@ async def _abandon_async(
     del response
     gc.collect()
     # The loop finalizes an abandoned async generator by scheduling its aclose(): let it run.
-    await until(otel.spans)
+    await asyncio.to_thread(spans_ended, otel, 1)
     ended_once(otel, expected)
 
 
