@@ -13,16 +13,13 @@ a validation the caller's stack is too deep for runs again on a fresh stack.
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import Any
 
+from ._core.stack import on_fresh_stack
 from ._exceptions import OtelSSEError
 
-__all__ = [
-    "MAX_SCHEMA_DEPTH", "SCHEMA_TOO_DEEP", "VALIDATOR_ERROR", "ToolRegistry", "ToolSchemas",
-    "on_fresh_stack",
-]  # fmt: skip
+__all__ = ["MAX_SCHEMA_DEPTH", "SCHEMA_TOO_DEEP", "VALIDATOR_ERROR", "ToolRegistry", "ToolSchemas"]
 
 #: Deepest nesting of objects and arrays in arguments checked against a tool's schema (the JSON
 #: reader accepts up to 256). Validating takes the validator several stack frames per level.
@@ -31,8 +28,6 @@ MAX_SCHEMA_DEPTH = 64
 SCHEMA_TOO_DEEP = "depth"
 #: ``schema_error``'s answer when the validator raised instead of answering.
 VALIDATOR_ERROR = "validator_error"
-
-_T = TypeVar("_T")
 
 #: Tool name -> JSON Schema (or None for a tool without one), or an OpenAI or Anthropic
 #: ``tools`` list.
@@ -139,23 +134,3 @@ def _nests_deeper(value: Any, depth: int) -> bool:
         if not level:
             return False
     return any(isinstance(node, (dict, list)) for node in level)
-
-
-def on_fresh_stack(function: Callable[[], _T]) -> _T:
-    """``function()`` in a thread of its own, whose stack starts empty, so that how deep it may
-    recurse does not depend on how deep its caller already was; what it raises is raised here."""
-    outcome: list[tuple[bool, Any]] = []
-
-    def target() -> None:
-        try:
-            outcome.append((True, function()))
-        except BaseException as error:  # handed to the caller, which decides
-            outcome.append((False, error))
-
-    thread = threading.Thread(target=target, name="otelsse-fresh-stack", daemon=True)
-    thread.start()
-    thread.join()
-    succeeded, value = outcome[0]
-    if not succeeded:
-        raise value
-    return value  # type: ignore[no-any-return]

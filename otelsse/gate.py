@@ -41,9 +41,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from ._core.stack import on_fresh_stack
 from ._core.state import CUSTOM, INVALID_JSON, SERVER, TRAILING_DATA, ToolCall
 from ._exceptions import OtelSSEError
-from ._tools import ToolRegistry, ToolSchemas, on_fresh_stack
+from ._tools import ToolRegistry, ToolSchemas
 from .ledger import DECIDED, FAILED, SUCCEEDED, CallKey, Ledger, LedgerEntry, MemoryLedger
 from .monitor import Limits, Outcome, StreamReport
 from .reader import AsyncStreamReader, StreamFault, StreamReader, StreamResult, _Reader

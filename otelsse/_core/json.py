@@ -8,8 +8,9 @@ strictly.
   conversion limit, beyond which it is refused); ``NaN``, ``Infinity`` and numbers that overflow
   a double are refused (RFC 8259 §6 has no such values).
 - An escaped lone surrogate (``"\\ud800"``) is accepted, as the grammar allows (§8.2).
-- Nesting deeper than ``MAX_DEPTH`` is refused, so that the verdict does not depend on how much
-  of the interpreter's stack the caller had already used.
+- Nesting deeper than ``MAX_DEPTH`` is refused, and a text within it that the caller's stack is
+  too deep for is read again on a fresh stack: the verdict never depends on how much of the
+  interpreter's stack the caller had already used.
 - Exactly one value: trailing data is refused.
 
 msgspec (the ``fast`` extra) decodes first when installed: on every text it accepts it gives
@@ -21,8 +22,11 @@ used: it turns integers beyond 64 bits into floats.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+from .stack import on_fresh_stack
 
 __all__ = [
     "JSON_DECODER", "MAX_DEPTH", "JSONDecodeError", "TypedShape", "has_trailing_data", "loads",
@@ -50,13 +54,45 @@ _strict_decoder = json.JSONDecoder(parse_float=_finite_float, parse_constant=_re
 _strict_decode: Callable[[str], Any] = _strict_decoder.decode
 
 
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _nesting(text: str) -> int:
+    """How deep ``text``'s arrays and objects nest, counted without recursion (brackets inside
+    strings do not count). Only for texts a recursive decoder could not finish."""
+    depth = deepest = 0
+    for bracket in _BRACKET.findall(_STRING.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _on_any_stack(read: Callable[[], Any], text: str) -> Any:
+    """``read()`` of ``text``, which raised ``RecursionError`` on the caller's stack: refused if
+    ``text`` nests deeper than ``MAX_DEPTH``, else read again on a fresh stack."""
+    if _nesting(text) > MAX_DEPTH:
+        raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
+    return on_fresh_stack(read)
+
+
+def _strict_decode_any_stack(text: str) -> Any:
+    try:
+        return _strict_decode(text)
+    except RecursionError:
+        return _on_any_stack(lambda: _strict_decode(text), text)
+
+
 def has_trailing_data(text: str) -> bool:
     """Whether a text ``loads`` refused starts with one complete JSON value and holds more after
     it (seed 001's trailing data), rather than not being one value at all. Only called on a
     refused text, so it never runs on the hot path."""
     start = len(text) - len(text.lstrip(" \t\n\r"))
     try:
-        _, end = _strict_decoder.raw_decode(text, start)
+        try:
+            _, end = _strict_decoder.raw_decode(text, start)
+        except RecursionError:
+            _, end = _on_any_stack(lambda: _strict_decoder.raw_decode(text, start), text)
     except JSONDecodeError:
         return False
     return bool(text[end:].strip(" \t\n\r"))
@@ -87,7 +123,7 @@ def _check_depth(text: str, value: Any) -> Any:
 
 
 def _loads_stdlib(text: str) -> Any:
-    value = _strict_decode(text)
+    value = _strict_decode_any_stack(text)
     return value if len(text) <= _SHALLOW_TEXT else _check_depth(text, value)
 
 
@@ -103,7 +139,7 @@ try:
         except (ValueError, RecursionError):  # msgspec's DecodeError is a ValueError
             # msgspec also refuses a raw lone surrogate in a string (UnicodeEncodeError), which
             # a tool call's joined argument fragments can hold after their own JSON decoding.
-            value = _strict_decode(text)  # raises unless the grammar allows it after all
+            value = _strict_decode_any_stack(text)  # raises unless the grammar allows it
         return value if len(text) <= _SHALLOW_TEXT else _check_depth(text, value)
 
     loads = _loads_msgspec

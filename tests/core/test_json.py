@@ -6,9 +6,12 @@ of ``otelsse._core.json`` are also compared directly on generated and hostile te
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -134,3 +137,32 @@ def test_generated_and_mutated_texts_read_the_same(value: object, data: st.DataO
     )
     mutated = text[:position] + insert + text[position + data.draw(st.integers(0, 3)) :]
     _assert_same_reading(mutated)
+
+
+def _from_depth(frames: int, call: Callable[[], object]) -> object:
+    """``call()`` from a caller ``frames`` frames deeper than this one."""
+    return call() if frames <= 0 else _from_depth(frames - 1, call)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 250 + "]" * 250,
+        '{"a": ' * 200 + '"x]" ' + "}" * 200,  # a bracket inside a string is not nesting
+        "[" * 256 + "]" * 256,
+        "[" * 257 + "]" * 257,
+        '[1, 2] ["trailing"]',
+        "[" * 250 + "]" * 250 + " []",
+    ],
+)
+def test_a_reading_does_not_depend_on_how_deep_the_caller_is(text: str) -> None:
+    """Python bounds recursion by the frames in use, the caller's included: from a caller a few
+    frames short of the limit, every decoder reads each text as a shallow caller does, and a
+    refused text is told trailing data or not alike."""
+    shallow = _assert_same_reading(text)
+    trailing = otelsse_json.has_trailing_data(text) if shallow[0] == "refused" else None
+    room = sys.getrecursionlimit() - len(inspect.stack()) - 30
+    for decode in (otelsse_json._loads_msgspec, otelsse_json._loads_stdlib):
+        assert _from_depth(room, functools.partial(_reading, decode, text)) == shallow
+    if trailing is not None:
+        assert _from_depth(room, lambda: otelsse_json.has_trailing_data(text)) is trailing
