@@ -882,13 +882,21 @@ class FlightRecorder:
         sampled = self.sample_rate > 0.0 and self._random() < self.sample_rate
         return Tape(route, started_at, sampled, self.max_stream_bytes)
 
-    def keep(self, tape: Tape, report: StreamReport) -> str | None:
+    def keep(
+        self,
+        tape: Tape,
+        report: StreamReport,
+        *,
+        on_prune_failure: Callable[[OSError], None] | None = None,
+    ) -> str | None:
         """At the stream's end: write its skeleton if ``report`` is not ``complete`` or the
         stream was sampled, and return the recording's id; else None (also for a tape already
         kept, or a recording larger than the whole ring).
 
-        Never raises for any body, nor for an entry the ring cannot remove (it is skipped); an
-        ``OSError`` writing the file is the caller's.
+        Never raises for any body, nor for an entry the ring cannot remove (it is skipped,
+        counted in ``prune_failures`` and handed to ``on_prune_failure``, which the
+        instrumentation counts as an error of stage ``record``); an ``OSError`` writing the
+        file is the caller's.
         """
         taken = tape._take()
         if taken is None or (report.outcome == Outcome.COMPLETE and not tape.sampled):
@@ -917,7 +925,7 @@ class FlightRecorder:
         name = f"otelsse-{created:020d}-{recording_id}.json"
         with self._lock:
             self._write(name, data)
-            return recording_id if self._prune(name) else None
+            return recording_id if self._prune(name, on_prune_failure) else None
 
     def _write(self, name: str, data: bytes) -> None:
         handle, temporary = tempfile.mkstemp(prefix=".otelsse-", suffix=".tmp", dir=self.directory)
@@ -932,7 +940,7 @@ class FlightRecorder:
                 pass
             raise
 
-    def _prune(self, newest: str) -> bool:
+    def _prune(self, newest: str, on_failure: Callable[[OSError], None] | None) -> bool:
         """Remove the oldest recordings until the ring is within its bounds; False when that
         removed ``newest`` too (it alone is larger than ``max_total_bytes``). An entry it
         cannot remove is skipped and left out of the bounds (``prune_failures``)."""
@@ -957,6 +965,8 @@ class FlightRecorder:
                 pass  # another process's ring removed it
             except OSError as exc:
                 self._cannot_remove(name, exc)
+                if on_failure is not None:
+                    on_failure(exc)
                 continue
             kept = kept and name != newest
         return kept

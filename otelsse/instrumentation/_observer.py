@@ -617,7 +617,11 @@ class StreamObserver:
         if recorder is None or tape is None:
             return
         try:
-            recording = recorder.keep(tape, report)
+            recording = recorder.keep(
+                tape,
+                report,
+                on_prune_failure=lambda exc: self._telemetry.count_error(exc, "record"),
+            )
         except Exception as exc:
             self._telemetry.count_error(exc, "record")
             return

@@ -157,6 +157,41 @@ def test_a_recorder_directory_that_cannot_be_made_leaves_the_rest_of_the_instrum
     assert blocker.read_bytes() == b"a regular file"
 
 
+def test_an_entry_the_ring_cannot_remove_is_counted_as_a_record_error(
+    server: SSEServer, tmp_path: Path
+) -> None:
+    """The ring skips an entry it cannot delete (here a directory named like the oldest
+    recording) and keeps its bound with the rest; each such failure is counted, stage
+    ``record``, and the streams are recorded all the same."""
+    ring = tmp_path / "ring"
+    stuck = ring / f"otelsse-{1:020d}-{'0' * 16}.json"
+    stuck.mkdir(parents=True)
+    (stuck / "inside").write_bytes(b"x")
+    recorder = FlightRecorder(ring, max_recordings=1)
+    otel = Telemetry().install(recorder=recorder)
+    try:
+        url = serve_three(server)[1]
+        for _ in range(3):
+            stream(url)
+        spans = otel.spans()
+        errors = {
+            p.attributes[semconv.INSTRUMENTATION_STAGE]: p.value
+            for p in otel.points(semconv.INSTRUMENTATION_ERRORS.name)
+        }
+    finally:
+        otel.uninstall()
+    assert all(semconv.RECORDING_ID in (span.attributes or {}) for span in spans)
+    assert len(spans) == 3
+    assert errors["record"] == recorder.prune_failures == 3
+    assert sum(errors.values()) == 3
+    # The bound holds over the rest: the newest recording alone, beside the stuck entry.
+    newest = (spans[-1].attributes or {})[semconv.RECORDING_ID]
+    recordings = [path.name for path in ring.iterdir() if path.is_file()]
+    assert len(recordings) == 1
+    assert str(newest) in recordings[0]
+    assert stuck.is_dir()
+
+
 def test_a_recorder_that_cannot_write_is_contained_and_counted(
     server: SSEServer, tmp_path: Path
 ) -> None:
