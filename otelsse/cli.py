@@ -686,21 +686,41 @@ def _parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help="serve /metrics for Prometheus here; off: not at all (off)",
     )
+    # Numbers are taken as text and checked with the file's (otelsse.proxy._config.number):
+    # one rule for both, and a refusal is one line, where argparse would add its usage.
     proxy.add_argument(
-        "--max-streams", type=_positive(int), help="requests forwarded at once; more get 503 (1024)"
+        "--max-streams", metavar="N", help="requests forwarded at once; more get 503 (1024)"
     )
     proxy.add_argument(
-        "--max-request-bytes",
-        type=_positive(int),
-        help="largest request body; larger: 413 (32 MiB)",
+        "--max-request-bytes", metavar="N", help="largest request body; larger: 413 (32 MiB)"
     )
     proxy.add_argument(
-        "--connect-timeout", type=_positive(float), help="seconds to connect upstream (10)"
+        "--max-header-bytes",
+        metavar="N",
+        help="largest request head (request line and headers); larger: 431 (64 KiB)",
+    )
+    proxy.add_argument(
+        "--connect-timeout", metavar="SECONDS", help="seconds to connect upstream (10)"
     )
     proxy.add_argument(
         "--idle-timeout",
-        type=_positive(float),
+        metavar="SECONDS",
         help="seconds an upstream may be silent, for headers and between reads (300)",
+    )
+    proxy.add_argument(
+        "--header-timeout",
+        metavar="SECONDS",
+        help="seconds a client has to send a request's head, from its first byte; then 408 (10)",
+    )
+    proxy.add_argument(
+        "--body-timeout",
+        metavar="SECONDS",
+        help="seconds a client may be silent while sending a request body; then 408 (30)",
+    )
+    proxy.add_argument(
+        "--keep-alive-timeout",
+        metavar="SECONDS",
+        help="seconds a connection with no request under way stays open (5)",
     )
     proxy.add_argument(
         "--reuse-port",
@@ -710,7 +730,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     proxy.add_argument(
         "--drain-timeout",
-        type=float,
+        metavar="SECONDS",
         help="seconds streams get to finish after SIGTERM before they are cancelled (30)",
     )
     return parser
@@ -722,31 +742,22 @@ def _proxy(args: argparse.Namespace) -> int:
         from .proxy._config import parse_upstream
     except ImportError as exc:
         return _fail(f"otelsse proxy needs {exc.name}: pip install 'otelsse[proxy]'")
+    # Every other flag is a setting of the same name (None: not given).
+    flags = {k: v for k, v in vars(args).items() if k not in ("command", "config", "upstream")}
     try:
-        config = load_config(
-            args.config,
-            {
-                "upstreams": [parse_upstream(text) for text in args.upstream or ()],
-                "listen": args.listen,
-                "metrics_listen": args.metrics_listen,
-                "max_streams": args.max_streams,
-                "max_request_bytes": args.max_request_bytes,
-                "connect_timeout": args.connect_timeout,
-                "idle_timeout": args.idle_timeout,
-                "drain_timeout": args.drain_timeout,
-                "reuse_port": args.reuse_port,
-            },
-        )
+        upstreams = [parse_upstream(text) for text in args.upstream or ()]
+        config = load_config(args.config, {**flags, "upstreams": upstreams})
+        checked = [("--metrics-listen", config.metrics_listen)]
+        if not config.reuse_port:  # a shared port is taken by its other processes, on purpose
+            checked.append(("--listen", config.listen))
+        for flag, address in checked:
+            problem = address and _port_problem(flag, *address)
+            if problem:
+                raise ConfigError(problem)
+        # serve refuses, before it listens, a max_streams its file descriptors cannot carry
+        return serve(config)
     except ConfigError as exc:
         return _fail(f"otelsse proxy: error: {exc}")
-    checked = [("--metrics-listen", config.metrics_listen)]
-    if not config.reuse_port:  # a shared port is taken by its other processes, on purpose
-        checked.append(("--listen", config.listen))
-    for flag, address in checked:
-        problem = address and _port_problem(flag, *address)
-        if problem:
-            return _fail(f"otelsse proxy: error: {problem}")
-    return serve(config)
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:

@@ -17,6 +17,7 @@ clean end of chunks), a client that leaves closes the upstream connection (``can
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import time
@@ -75,11 +76,18 @@ _FAILURES: dict[str, tuple[int, str]] = {
     "bad_path": (400, "the path may not leave its upstream (dot segments)"),
     "request_too_large": (413, "the request body is larger than the proxy forwards"),
     "too_many_streams": (503, "the proxy is at its limit of concurrent requests"),
+    "too_many_connections": (503, "the proxy is at its limit of open connections"),
     "draining": (503, "the proxy is shutting down"),
+    # Answered by the connection (_server.BoundedHttpProtocol) before the app sees a request.
+    "header_too_large": (431, "the request head is larger than the proxy reads"),
+    "uri_too_long": (414, "the request line is larger than the proxy reads"),
+    "request_timeout": (408, "the request did not arrive in time"),
     "upstream_unreachable": (502, "the upstream could not be reached"),
     "upstream_disconnected": (502, "the upstream closed the connection before answering"),
     "upstream_timeout": (504, "the upstream did not answer in time"),
 }
+#: The proxy is full for now, not broken: its 503 says when to try again (RFC 9110 §10.2.3).
+_RETRY_LATER = frozenset({"too_many_streams", "too_many_connections"})
 
 
 class ProxyApp:
@@ -175,7 +183,7 @@ class ProxyApp:
             await _refuse(send, "draining")
             return
         if self._in_flight >= self.config.max_streams:
-            await _refuse(send, "too_many_streams", (b"retry-after", b"1"))
+            await _refuse(send, "too_many_streams")
             return
         self._in_flight += 1
         try:
@@ -481,22 +489,40 @@ def _before_answer(error: BaseException) -> str:
         return "upstream_timeout"
     if isinstance(error, aiohttp.ServerDisconnectedError):
         return "upstream_disconnected"
+    if isinstance(error, OSError) and error.errno in (errno.EMFILE, errno.ENFILE):
+        return "too_many_connections"  # the proxy's descriptors ran out, not the upstream
     return "upstream_unreachable"
 
 
 async def _json(send: Send, status: int, document: dict[str, Any], *extra: Header) -> None:
+    await _send(send, status, *_json_body(document, *extra))
+
+
+def _json_body(document: dict[str, Any], *extra: Header) -> tuple[list[Header], bytes]:
     body = json.dumps(document).encode()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
         *extra,
     ]
+    return headers, body
+
+
+async def _send(send: Send, status: int, headers: list[Header], body: bytes) -> None:
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-async def _refuse(send: Send, kind: str, *extra: Header) -> None:
-    """The proxy's own short JSON error; ``x-otelsse-proxy-error`` tells it from an upstream's."""
+def refusal(kind: str) -> tuple[int, list[Header], bytes]:
+    """The proxy's own short JSON error: status, headers and body. ``x-otelsse-proxy-error``
+    tells it from an upstream's."""
     status, message = _FAILURES[kind]
-    document = {"error": {"type": kind, "message": message}}
-    await _json(send, status, document, (b"x-otelsse-proxy-error", kind.encode()), *extra)
+    extra = [(b"x-otelsse-proxy-error", kind.encode())]
+    if kind in _RETRY_LATER:
+        extra.append((b"retry-after", b"1"))
+    headers, body = _json_body({"error": {"type": kind, "message": message}}, *extra)
+    return status, headers, body
+
+
+async def _refuse(send: Send, kind: str) -> None:
+    await _send(send, *refusal(kind))

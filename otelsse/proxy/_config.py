@@ -8,6 +8,7 @@ name that shadows the proxy's own paths) is refused at start, not at the first r
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import sys
 from collections.abc import Mapping
@@ -86,14 +87,26 @@ class ProxyConfig:
     listen: tuple[str, int] = ("127.0.0.1", 8787)
     #: Where ``/metrics`` is served for Prometheus; None: no scrape endpoint (OTLP only).
     metrics_listen: tuple[str, int] | None = None
-    #: Requests forwarded at once; one more gets a 503 at once rather than a queue.
+    #: Requests forwarded at once; one more gets a 503 at once rather than a queue. Each holds
+    #: two file descriptors (the client's connection and the upstream's): the proxy refuses to
+    #: start with more than its descriptor limit carries.
     max_streams: int = 1024
     #: The largest request body forwarded; a larger one gets a 413.
     max_request_bytes: int = 32 * 1024 * 1024
+    #: The largest request head (request line and header fields) read; a larger one gets a 431
+    #: (a request line alone that long, a 414) and the connection is closed.
+    max_header_bytes: int = 64 * 1024
     #: Seconds to connect to an upstream.
     connect_timeout: float = 10.0
     #: Seconds an upstream may stay silent, for its headers and between two body reads.
     idle_timeout: float = 300.0
+    #: Seconds a client has, from its request's first byte, to send the whole head; then 408.
+    header_timeout: float = 10.0
+    #: Seconds a client may stay silent while it sends its request body; then 408.
+    body_timeout: float = 30.0
+    #: Seconds a connection with no request under way is kept open: a new one before its first
+    #: byte, a kept-alive one between two requests.
+    keep_alive_timeout: float = 5.0
     #: Seconds in-flight streams get to finish after SIGTERM before they are cancelled.
     drain_timeout: float = 30.0
     #: Bind ``listen`` with SO_REUSEPORT: several proxy processes share the port and the kernel
@@ -107,14 +120,8 @@ class ProxyConfig:
         repeated = sorted({name for name in names if names.count(name) > 1})
         if repeated:
             raise ConfigError(f"upstream {repeated[0]} is given twice")
-        for setting in ("max_streams", "max_request_bytes"):
-            if getattr(self, setting) < 1:
-                raise ConfigError(f"{setting} must be at least 1")
-        for setting in ("connect_timeout", "idle_timeout"):
-            if not getattr(self, setting) > 0:
-                raise ConfigError(f"{setting} must be more than 0 seconds")
-        if self.drain_timeout < 0:
-            raise ConfigError("drain_timeout must be 0 seconds or more")
+        for setting in NUMBERS:
+            number(setting, getattr(self, setting))
         if self.metrics_listen is not None and self.metrics_listen == self.listen:
             raise ConfigError("metrics_listen must differ from listen: /metrics has its own port")
 
@@ -130,6 +137,66 @@ def parse_address(text: str, setting: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Range:
+    """What a numeric setting takes: its kind, and the least value (or the bound it must pass)."""
+
+    kind: type[int] | type[float]
+    least: int
+    exclusive: bool = False
+
+    def admits(self, value: float) -> bool:
+        # NaN compares false with everything: ask for what is valid, never test what is not.
+        return math.isfinite(value) and (
+            value > self.least if self.exclusive else value >= self.least
+        )
+
+    def says(self) -> str:
+        unit = "a whole number" if self.kind is int else "a number of seconds"
+        return f"{unit}, {'more than' if self.exclusive else 'at least'} {self.least}"
+
+
+#: Every numeric setting and what it takes; ``number`` is the one place they are checked.
+NUMBERS: dict[str, _Range] = {
+    "max_streams": _Range(int, 1),
+    "max_request_bytes": _Range(int, 1),
+    "max_header_bytes": _Range(int, 1),
+    "connect_timeout": _Range(float, 0, exclusive=True),
+    "idle_timeout": _Range(float, 0, exclusive=True),
+    "header_timeout": _Range(float, 0, exclusive=True),
+    "body_timeout": _Range(float, 0, exclusive=True),
+    "keep_alive_timeout": _Range(float, 0, exclusive=True),
+    "drain_timeout": _Range(float, 0),
+}
+
+
+def number(setting: str, value: object) -> int | float:
+    """``value``, a flag's text or a number from the file, as ``setting``'s number.
+
+    Raises ConfigError naming the setting and the value for anything else: text that is not a
+    number, a bool, a fraction where a whole number goes, NaN, an infinity, or a value below
+    the setting's range.
+    """
+    rule = NUMBERS[setting]
+    parsed = _parse(value, rule.kind)
+    if parsed is None or not rule.admits(parsed):
+        raise ConfigError(f"{setting} must be {rule.says()}, not {value!r}")
+    return parsed
+
+
+def _parse(value: object, kind: type[int] | type[float]) -> int | float | None:
+    if isinstance(value, str):
+        try:
+            return kind(value)
+        except ValueError:
+            return None
+    if isinstance(value, bool):  # TOML's true is no number, though Python's bool is an int
+        return None
+    if isinstance(value, int) or (kind is float and isinstance(value, float)):
+        return kind(value)
+    return None
+
+
 def parse_upstream(text: str) -> Upstream:
     """``NAME=URL`` (the ``--upstream`` flag)."""
     name, equals, url = text.partition("=")
@@ -138,17 +205,7 @@ def parse_upstream(text: str) -> Upstream:
     return Upstream(name.strip(), url.strip())
 
 
-_FILE_SETTINGS = {
-    "listen",
-    "metrics_listen",
-    "max_streams",
-    "max_request_bytes",
-    "connect_timeout",
-    "idle_timeout",
-    "drain_timeout",
-    "reuse_port",
-    "upstreams",
-}
+_FILE_SETTINGS = {"listen", "metrics_listen", "reuse_port", "upstreams", *NUMBERS}
 
 
 def load_config(path: str | None, overrides: Mapping[str, Any]) -> ProxyConfig:
@@ -181,16 +238,11 @@ def load_config(path: str | None, overrides: Mapping[str, Any]) -> ProxyConfig:
     for key in ("listen", "metrics_listen"):
         if isinstance(settings.get(key), str):
             settings[key] = parse_address(settings[key], key)
-    for key, kind in (("max_streams", int), ("max_request_bytes", int), ("reuse_port", bool)):
-        if key in settings and (type(settings[key]) is not kind):
-            raise ConfigError(
-                f"{key} must be {'true or false' if kind is bool else 'a whole number'}"
-            )
-    for key in ("connect_timeout", "idle_timeout", "drain_timeout"):
+    if "reuse_port" in settings and type(settings["reuse_port"]) is not bool:
+        raise ConfigError("reuse_port must be true or false")
+    for key in NUMBERS:
         if key in settings:
-            if not isinstance(settings[key], (int, float)) or isinstance(settings[key], bool):
-                raise ConfigError(f"{key} must be a number of seconds")
-            settings[key] = float(settings[key])
+            settings[key] = number(key, settings[key])
     return ProxyConfig(upstreams=tuple(upstreams), **settings)
 
 

@@ -11,16 +11,26 @@ Telemetry follows the SDK's environment variables: each signal goes over OTLP wh
 ``OTEL_TRACES_EXPORTER``/``OTEL_METRICS_EXPORTER`` is not ``none``, over its ``..._PROTOCOL``
 (``http/protobuf`` unless it says ``grpc``); the resource from ``OTEL_SERVICE_NAME`` and
 ``OTEL_RESOURCE_ATTRIBUTES`` (service name ``otelsse-proxy`` by default).
+
+The connections are bounded where uvicorn's httptools protocol leaves them open
+(``BoundedHttpProtocol``): the size of a request's head and the time to receive it, a request
+body's silences, a connection with no request under way, and how many connections are open
+at once, from the file descriptors the process has.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import importlib.util
 import logging
 import os
 import signal
 import socket
+import sys
+from collections.abc import Callable
 from types import FrameType
+from typing import Any
 
 import uvicorn
 from opentelemetry.sdk.metrics import MeterProvider
@@ -32,11 +42,15 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from ._app import ProxyApp, UpstreamCut
-from ._config import ProxyConfig
+from ._app import ProxyApp, UpstreamCut, refusal
+from ._config import ConfigError, ProxyConfig
 
-__all__ = ["Providers", "ProxyServer", "serve"]
+if sys.platform != "win32":
+    import resource
+
+__all__ = ["BoundedHttpProtocol", "Providers", "ProxyServer", "raise_descriptor_limit", "serve"]
 
 _LOG = logging.getLogger("otelsse.proxy")
 
@@ -119,13 +133,207 @@ class _QuietCuts(logging.Filter):
         return not isinstance(error, UpstreamCut)
 
 
+#: File descriptors kept for the process itself, beyond two a stream: the listening sockets,
+#: the exporters' connections, the resolver's, the event loop's, stdio, and the connections
+#: being refused (each needs a descriptor to be told no).
+FD_RESERVE = 64
+
+
+def raise_descriptor_limit(max_streams: int) -> int:
+    """Raise the soft ``RLIMIT_NOFILE`` to the hard limit (as Go's runtime does at start since
+    1.19: the soft limit is a relic of ``select``, which the proxy does not use) and return it.
+
+    Raises ConfigError when it cannot carry ``max_streams``: each stream holds two descriptors,
+    the client's connection and the upstream's, and ``FD_RESERVE`` are kept besides.
+    """
+    if sys.platform == "win32":  # no such limit
+        return sys.maxsize
+    needed = 2 * max_streams + FD_RESERVE
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # An unlimited hard limit is capped by the kernel (Linux's fs.nr_open, macOS's OPEN_MAX):
+    # then ask for what is needed.
+    for target in (hard, needed):
+        if target == resource.RLIM_INFINITY or (soft != resource.RLIM_INFINITY and target <= soft):
+            continue
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            continue
+        soft = target
+        break
+    if soft == resource.RLIM_INFINITY:
+        return sys.maxsize
+    if soft < needed:
+        fits = (soft - FD_RESERVE) // 2
+        lower = f"give --max-streams {fits} or fewer, or " if fits >= 1 else ""
+        raise ConfigError(
+            f"max_streams {max_streams} needs {needed} file descriptors (2 a stream and "
+            f"{FD_RESERVE} for the process), but the limit is {soft} (hard {hard}): {lower}"
+            "raise the hard limit (ulimit -Hn, or the container's nofile)"
+        )
+    return soft
+
+
+class _Clock:
+    """A deadline on the loop: ``expired`` runs ``seconds`` after the last ``start``."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, seconds: float, expired: Callable[[], None]
+    ) -> None:
+        self._loop, self._seconds, self._expired = loop, seconds, expired
+        self._timer: asyncio.TimerHandle | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._timer is not None
+
+    def start(self) -> None:
+        self.stop()
+        self._timer = self._loop.call_later(self._seconds, self._expire)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expire(self) -> None:
+        self._timer = None
+        self._expired()
+
+
+class BoundedHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the bounds it does not set. The parsing stays
+    httptools'; this only counts bytes and keeps clocks:
+
+    - a request's head (request line and header fields) is read up to ``max_header_bytes``:
+      past it, 431 (RFC 6585 §5), or 414 when the request line itself has not ended (RFC 9112
+      §3: a server "MUST respond with a 414 (URI Too Long)" to a target longer than it parses);
+    - from its first byte, a head has ``header_timeout`` seconds, and a body may be silent for
+      ``body_timeout`` seconds while the proxy waits for it; then 408 (RFC 9110 §15.5.9, with
+      "close": the request's framing is lost);
+    - a connection with no request under way, a new one too, is closed after the keep-alive
+      timeout (uvicorn arms that clock only after a response);
+    - past ``max_connections`` open connections, a new one is answered 503 with
+      ``retry-after`` at once and closed, so the streams under way keep the descriptors their
+      upstream connections need.
+
+    Each answer is the proxy's own JSON error, and the connection is closed after it.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        proxy: ProxyConfig,
+        max_connections: int,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._proxy = proxy
+        self._max_connections = max_connections
+        #: Reading a request's head, or waiting for its first byte; False while its body is read.
+        self._in_head = True
+        self._head_bytes = 0
+        self._request_line_ended = False
+        self._head_clock = _Clock(self.loop, proxy.header_timeout, self._head_late)
+        self._body_clock = _Clock(self.loop, proxy.body_timeout, self._body_late)
+        #: Answered (or closing after the response under way): nothing more is read.
+        self._refused = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self._max_connections:
+            self._refuse("too_many_connections")
+            return
+        self.timeout_keep_alive_task = self.loop.call_later(
+            self.timeout_keep_alive, self.timeout_keep_alive_handler
+        )
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._head_clock.stop()
+        self._body_clock.stop()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused or self.transport.is_closing():
+            return
+        if not self._in_head:
+            self._body_clock.start()  # it measures the client's silence
+            super().data_received(data)
+            return
+        room = self._proxy.max_header_bytes - self._head_bytes
+        if room == 0:  # more head than the bound, and it has not ended
+            self._refuse("header_too_large" if self._request_line_ended else "uri_too_long")
+            return
+        if not self._head_clock.running:
+            self._head_clock.start()
+        # Only what fits is parsed: httptools holds a header field whole until it ends.
+        fits, rest = data[:room], data[room:]
+        self._head_bytes += len(fits)
+        self._request_line_ended = self._request_line_ended or b"\n" in fits
+        super().data_received(fits)
+        if rest:
+            self.data_received(rest)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if not self._head_clock.running:  # a pipelined head that began in the previous read
+            self._head_clock.start()
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._head_clock.stop()
+        super().on_headers_complete()
+        self._body_clock.start()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._body_clock.stop()
+        self._in_head, self._head_bytes, self._request_line_ended = True, 0, False
+
+    def _head_late(self) -> None:
+        self._refuse("request_timeout")
+
+    def _body_late(self) -> None:
+        if self.flow.read_paused:
+            # The proxy stopped reading (its upstream takes the body slowly, or a pipelined
+            # request waits its turn): the silence is not the client's.
+            self._body_clock.start()
+        else:
+            self._refuse("request_timeout")
+
+    def _refuse(self, kind: str) -> None:
+        """Answer the request being read with the proxy's error ``kind`` and close."""
+        self._refused = True
+        self._head_clock.stop()
+        self._body_clock.stop()
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            if self._in_head:
+                # A pipelined head behind a response still going out: that one ends first.
+                cycle.keep_alive = False
+                return
+            # This request's body: for the app the client is gone (its sends go nowhere).
+            cycle.disconnected = True
+            cycle.message_event.set()
+            if cycle.response_started:  # the upstream answered already: too late for a 408
+                self.transport.close()
+                return
+        status, headers, body = refusal(kind)
+        head = [STATUS_LINE[status]]
+        head += [name + b": " + value + b"\r\n" for name, value in headers]
+        self.transport.write(b"".join([*head, b"connection: close\r\n\r\n", body]))
+        self.transport.close()
+
+
 class ProxyServer(uvicorn.Server):
     """uvicorn serving ``app`` on its ``listen`` address. SIGTERM/SIGINT start the drain:
     ``/readyz`` fails, no new connection is taken, streams in flight get ``drain_timeout``
-    seconds, then are cancelled (their span says ``otelsse.cancel_reason=shutdown``)."""
+    seconds, then are cancelled (their span says ``otelsse.cancel_reason=shutdown``).
+
+    Raises ConfigError when the file descriptors cannot carry ``max_streams``."""
 
     def __init__(self, app: ProxyApp) -> None:
-        super().__init__(_uvicorn_config(app))
+        super().__init__(_uvicorn_config(app, raise_descriptor_limit(app.config.max_streams)))
         self.proxy = app
         error_log = logging.getLogger("uvicorn.error")
         if not any(isinstance(known, _QuietCuts) for known in error_log.filters):
@@ -141,23 +349,30 @@ class ProxyServer(uvicorn.Server):
             self.should_exit = True
 
 
-def _uvicorn_config(app: ProxyApp) -> uvicorn.Config:
-    """uvicorn's settings for the proxy: the fast parser and loop when installed, no header of
-    its own (the upstream's ``date`` and ``server`` pass through), no access log (its lines
-    carry query strings)."""
+def _uvicorn_config(app: ProxyApp, fd_limit: int) -> uvicorn.Config:
+    """uvicorn's settings for the proxy: httptools bounded (``BoundedHttpProtocol``), uvloop
+    when installed, no header of its own (the upstream's ``date`` and ``server`` pass
+    through), no access log (its lines carry query strings)."""
     config = app.config
     host, port = config.listen
+    protocol = functools.partial(
+        BoundedHttpProtocol,
+        proxy=config,
+        # every stream's upstream connection, and the reserve, come out of the same limit
+        max_connections=fd_limit - FD_RESERVE - config.max_streams,
+    )
     return uvicorn.Config(
         app,
         host=host,
         port=port,
         loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
-        http="httptools" if importlib.util.find_spec("httptools") else "h11",
+        http=protocol,  # type: ignore[arg-type]  # a factory: uvicorn only calls it
         lifespan="on",
         access_log=False,
         server_header=False,
         date_header=False,
-        # typed int, but uvicorn hands it to asyncio.timeout(), which takes seconds as a float
+        # typed int, but uvicorn hands them to asyncio, which takes seconds as a float
+        timeout_keep_alive=config.keep_alive_timeout,  # type: ignore[arg-type]
         timeout_graceful_shutdown=config.drain_timeout,  # type: ignore[arg-type]
         log_level="warning",
     )
@@ -175,7 +390,11 @@ def _shared_socket(host: str, port: int) -> socket.socket:
 
 
 def serve(config: ProxyConfig) -> int:
-    """Run the proxy until SIGTERM or Ctrl-C has drained it; returns the exit status."""
+    """Run the proxy until SIGTERM or Ctrl-C has drained it; returns the exit status.
+
+    Raises ConfigError, before anything listens, when the file descriptors cannot carry
+    ``max_streams``."""
+    raise_descriptor_limit(config.max_streams)
     providers = Providers(config)
     app = ProxyApp(
         config,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+import otelsse.proxy
+from otelsse.cli import main
 from otelsse.proxy import ConfigError, ProxyApp, ProxyConfig, Upstream, load_config
 from otelsse.proxy._config import parse_upstream
 from otelsse.routes import Request, get_route, match_route, unregister_host
@@ -41,12 +44,12 @@ def test_a_base_url_keeps_its_path_without_the_trailing_slash() -> None:
     ("text", "says"),
     [
         ("nonsense = 1\n" + UPSTREAM, "unknown setting 'nonsense'"),
-        ("max_streams = 1.5\n" + UPSTREAM, "max_streams must be a whole number"),
-        ("max_streams = 0\n" + UPSTREAM, "max_streams must be at least 1"),
+        ("max_streams = 1.5\n" + UPSTREAM, "max_streams must be a whole number, at least 1"),
+        ("max_streams = 0\n" + UPSTREAM, "max_streams must be a whole number, at least 1, not 0"),
         ('idle_timeout = "soon"\n' + UPSTREAM, "idle_timeout must be a number of seconds"),
         ("idle_timeout = true\n" + UPSTREAM, "idle_timeout must be a number of seconds"),
-        ("connect_timeout = 0\n" + UPSTREAM, "connect_timeout must be more than 0"),
-        ("drain_timeout = -1\n" + UPSTREAM, "drain_timeout must be 0 seconds or more"),
+        ("connect_timeout = 0\n" + UPSTREAM, "connect_timeout must be a number of seconds, more"),
+        ("drain_timeout = -1\n" + UPSTREAM, "drain_timeout must be a number of seconds, at least"),
         ('reuse_port = "yes"\n' + UPSTREAM, "reuse_port must be true or false"),
         ('listen = "a:1"\nmetrics_listen = "a:1"\n' + UPSTREAM, "must differ from listen"),
         ('upstreams = "openai"\n', "upstreams must be a table"),
@@ -72,3 +75,69 @@ def test_a_host_profile_reads_that_upstreams_streams() -> None:
         assert match_route(request) is get_route("openai.chat_completions:no_done")
     finally:
         unregister_host("gateway.internal")
+
+
+# -- every numeric setting, from a flag or from the file --------------------------------------
+
+#: Found in the dataclass, not in the table that checks them: a numeric setting added without
+#: its check is caught here.
+NUMERIC = [f.name for f in dataclasses.fields(ProxyConfig) if f.type in ("int", "float")]
+#: What no setting takes: NaN (which compares false with every bound), the infinities, and a
+#: negative, spelt the same by a flag and by TOML.
+BAD = ["nan", "inf", "-inf", "-1"]
+
+
+def _start(argv: list[str]) -> int:
+    try:
+        return main(["proxy", "--listen", "127.0.0.1:0", *argv])
+    except SystemExit as exc:  # argparse's own refusal: usage, then the error
+        return int(exc.code or 0)
+
+
+@pytest.fixture
+def never_serve(monkeypatch: pytest.MonkeyPatch) -> None:
+    def serve(config: ProxyConfig) -> int:
+        raise AssertionError(f"the proxy would have started with {config}")
+
+    monkeypatch.setattr(otelsse.proxy, "serve", serve)
+
+
+def test_every_numeric_setting_is_checked() -> None:
+    assert set(NUMERIC) == set(otelsse.proxy._config.NUMBERS)
+
+
+@pytest.mark.usefixtures("never_serve")
+@pytest.mark.parametrize("given", ["flag", "file"])
+@pytest.mark.parametrize("value", BAD)
+@pytest.mark.parametrize("setting", NUMERIC)
+def test_a_numeric_setting_refuses_nan_infinities_and_negatives(
+    setting: str, value: str, given: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if given == "flag":
+        argv = ["--upstream", "a=http://127.0.0.1:9", f"--{setting.replace('_', '-')}={value}"]
+    else:
+        path = tmp_path / "proxy.toml"
+        path.write_text(f'{setting} = {value}\n[upstreams.a]\nurl = "http://127.0.0.1:9"\n')
+        argv = ["--config", str(path)]
+    assert _start(argv) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"otelsse proxy: error: {setting} must be "), error
+    assert error.endswith(f", not {value!r}\n" if given == "flag" else f", not {value}\n")
+    assert error.count("\n") == 1
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), -1])
+@pytest.mark.parametrize("setting", NUMERIC)
+def test_a_config_built_in_code_is_checked_the_same(setting: str, value: float) -> None:
+    with pytest.raises(ConfigError, match=f"^{setting} must be "):
+        ProxyConfig(upstreams=(Upstream("a", "http://127.0.0.1:9"),), **{setting: value})
+
+
+def test_the_numbers_a_flag_or_the_file_give_are_taken(tmp_path: Path) -> None:
+    path = tmp_path / "proxy.toml"
+    path.write_text(
+        'header_timeout = 2\nmax_header_bytes = 1000\n[upstreams.a]\nurl = "http://x"\n'
+    )
+    config = load_config(str(path), {"body_timeout": "0.5", "drain_timeout": "0"})
+    assert (config.header_timeout, config.max_header_bytes) == (2.0, 1000)
+    assert (config.body_timeout, config.drain_timeout) == (0.5, 0.0)
