@@ -921,8 +921,12 @@ def gate_gaps(
     return gaps
 
 
-#: The outcomes a refused stream's fault code can be: any but ``complete``.
-FAULT_OUTCOMES = tuple(o.value for o in Outcome if o is not Outcome.COMPLETE)
+#: The outcomes a refused stream's fault code can be: any the enforcing reader's monitor judges
+#: but ``complete``. Not ``internal_error``: only the instrumentation reports it, in place of
+#: the monitor's verdict when otelsse itself failed; the reader never does (outcomes.md).
+FAULT_OUTCOMES = tuple(
+    o.value for o in Outcome if o not in (Outcome.COMPLETE, Outcome.INTERNAL_ERROR)
+)
 
 
 def gate_error_types() -> list[str]:

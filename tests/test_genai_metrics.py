@@ -11,7 +11,7 @@ import pytest
 from opentelemetry import trace
 
 from otelsse import semconv
-from otelsse.monitor import Outcome, StreamMonitor, StreamReport
+from otelsse.monitor import Outcome, StreamError, StreamMonitor, StreamReport
 from otelsse.telemetry import CallFacts, Telemetry, span_attributes
 from tests._otel import Telemetry as SDK
 
@@ -122,6 +122,36 @@ def test_a_failed_call_has_error_type_on_its_duration_only(sdk: SDK) -> None:
     assert "gen_ai.client.token.usage" not in found  # no final usage arrived
 
 
+@pytest.mark.parametrize(
+    ("close", "outcome"),
+    [
+        (None, Outcome.TERMINAL_MISSING),  # the body ended cleanly without data: [DONE]
+        ("cancelled", Outcome.COMPLETE),  # the application closed it after the final stop
+    ],
+)
+def test_a_whole_answer_without_its_end_marker_is_a_call_that_did_not_fail(
+    sdk: SDK, close: StreamError | None, outcome: Outcome
+) -> None:
+    """Every choice finished and the usage came, then no ``[DONE]``: not an error, so no
+    ``error.type`` on the call's duration, and its usage and first chunk are counted."""
+    telemetry = Telemetry(sdk.tracer_provider, sdk.meter_provider)
+    monitor = StreamMonitor("openai.chat_completions", started_at=0.0)
+    for moment, piece in zip((0.5, 1.0, 2.0, 3.0), BODY, strict=True):
+        monitor.feed(piece.removesuffix(b"data: [DONE]\n\n"), moment)
+    report = monitor.close(3.5, error=close)
+    assert (report.outcome, report.terminal_seen) == (outcome, False)
+    telemetry.record_metrics(report, CallFacts("h", "gpt-x"))
+    found = genai_points(sdk)
+    ((duration, count, _),) = found["gen_ai.client.operation.duration"]
+    assert count == 1
+    assert semconv.ERROR_TYPE not in duration
+    assert found["gen_ai.client.operation.time_to_first_chunk"][0][2] == 1.0
+    usage = {
+        a[semconv.GEN_AI_TOKEN_TYPE]: total for a, _, total in found["gen_ai.client.token.usage"]
+    }
+    assert usage == {"input": 12, "output": 5}
+
+
 @pytest.mark.parametrize("scope", [*semconv.NEIGHBOURS, "some.other.genai"])
 def test_what_a_neighbour_owns_is_left_to_it(sdk: SDK, scope: str) -> None:
     neighbour = semconv.NEIGHBOURS.get(scope)
@@ -172,6 +202,7 @@ def test_histograms_carry_route_provider_and_outcome_only(sdk: SDK) -> None:
         (Outcome.RATE_LIMITED, 429, 429),
         (Outcome.RATE_LIMITED, None, 429),  # a 429 by definition
         (Outcome.TRUNCATED, 200, None),  # a body outcome's 2xx says nothing
+        (Outcome.TERMINAL_MISSING, 200, None),
         (Outcome.COMPLETE, 200, None),
     ],
 )

@@ -271,11 +271,59 @@ def test_status_is_error_only_for_server_side_outcomes(
         assert semconv.ERROR_TYPE not in span.attributes
 
 
+#: chat_body()'s whole answer without its end marker.
+ANSWER = chat_body().removesuffix(b"data: [DONE]\n\n")
+
+
+@pytest.mark.parametrize(
+    ("body", "close", "outcome", "stop", "terminal_seen"),
+    [
+        # The body ended cleanly after every finish_reason: the answer is whole, unverified.
+        (ANSWER, {}, "terminal_missing", "stop", False),
+        # The application closed it after the final stop, the marker unread: judged by the stop.
+        (ANSWER, {"error": "cancelled"}, "complete", "stop", False),
+        (
+            chat_body(reason="length").removesuffix(b"data: [DONE]\n\n"),
+            {"error": "cancelled"},
+            "incomplete",
+            "length",
+            False,
+        ),
+        # ... or right after the marker's line, before the blank line: the marker was read.
+        (ANSWER + b"data: [DONE]\n", {"error": "cancelled"}, "complete", "stop", True),
+        # Before the final stop it is the application's own stop.
+        (chat_body()[:40], {"error": "cancelled"}, "cancelled", None, False),
+    ],
+)
+def test_a_whole_answer_or_the_applications_close_is_not_an_error_however_it_ended(
+    sdk: SDK,
+    body: bytes,
+    close: dict[str, str],
+    outcome: str,
+    stop: str | None,
+    terminal_seen: bool,
+) -> None:
+    record(sdk, report_of(body, **close))
+    span = sdk.stream_span()
+    assert span.attributes is not None
+    assert span.attributes[semconv.OUTCOME] == outcome
+    assert span.attributes[semconv.TERMINAL_SEEN] is terminal_seen
+    assert span.attributes.get(semconv.STOP_REASON) == stop
+    assert span.status.status_code is StatusCode.UNSET
+    assert semconv.ERROR_TYPE not in span.attributes
+    # Counted under its outcome with the stop that came (the dashboards break it down so).
+    (counted,) = [p for p in sdk.points(semconv.STREAMS.name) if p.value]
+    assert counted.attributes[semconv.OUTCOME] == outcome
+    assert counted.attributes.get(semconv.STOP_REASON) == stop
+
+
 def test_internal_error_is_not_a_server_error() -> None:
     assert Outcome.INTERNAL_ERROR.value not in semconv.ERROR_OUTCOMES
-    assert {"complete", "incomplete", "cancelled", "eof_unverified"}.isdisjoint(
-        semconv.ERROR_OUTCOMES
-    )
+    not_errors = {"complete", "incomplete", "cancelled", "eof_unverified", "terminal_missing"}
+    assert not_errors.isdisjoint(semconv.ERROR_OUTCOMES)
+    assert not_errors | {Outcome.INTERNAL_ERROR.value} | semconv.ERROR_OUTCOMES == {
+        outcome.value for outcome in Outcome
+    }
 
 
 def test_every_outcome_series_exists_at_zero_after_the_first_stream(sdk: SDK) -> None:

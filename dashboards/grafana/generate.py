@@ -105,7 +105,8 @@ FAILURES: tuple[tuple[str, str, str], ...] = (
         "truncated",
         "Streams that ended (EOF or transport error) before the route's terminal event, or with a "
         "partial line, event, UTF-8 sequence or open tool call pending: the caller got a partial "
-        "answer that can look complete.",
+        "answer that can look complete. A whole answer whose end marker alone is missing is "
+        "terminal_missing, not counted here.",
         "Check proxies and load balancers for idle/response timeouts shorter than the longest "
         "streams (compare with the duration p99 and the max inter-event gap), connection resets, "
         "and provider incidents. Split by route and server, then open the failing streams from "
@@ -190,12 +191,17 @@ ALERT_OF = {
     "http_error": RULES.HTTP_ALERTS[0][0],
 }
 SLO_ALERT = "OtelsseStreamErrorBudgetBurn"
+#: A whole answer whose end marker never came: watched apart from the failures.
+TERMINAL_MISSING = "terminal_missing"
+TERMINAL_MISSING_ALERT = "OtelsseStreamTerminalMissing"
 
 OUTCOME_COLORS = {
     "complete": "green",
     "incomplete": "yellow",
     "cancelled": "blue",
     "eof_unverified": "purple",
+    # A whole answer without its end marker: not a failure (no red), not complete either.
+    "terminal_missing": "light-blue",
     "internal_error": "orange",
     "rate_limited": "light-orange",
     "truncated": "red",
@@ -517,9 +523,10 @@ def overview_row() -> list[Json]:
             "The stream-success SLO's indicator: the share of finished streams that did not end "
             f"in a provider-side failure ({SLO_BAD_NAMES}; an http_error only when its status is "
             f"not a 4xx), {_BY_RANGE}. Rate limits, 4xx answers, the client's own timeouts, "
-            "cancelled and incomplete streams count as success here: each has its own panel and "
-            "alert. Below 99 %: look at the failure row to see which outcome drives it, then "
-            "split by route and server.",
+            "cancelled and incomplete streams, and whole answers without their end marker "
+            f"({TERMINAL_MISSING}) count as success here: each has its own panel and alert. "
+            "Below 99 %: look at the failure row to see which outcome drives it, then split by "
+            "route and server.",
             f"1 - ({over_range(STREAMS, SLO_BAD)} / {over_range(STREAMS)})",
             unit="percentunit",
             steps=((None, "red"), (0.95, "yellow"), (0.99, "green")),
@@ -720,6 +727,29 @@ def failure_row() -> list[Json]:
             alerts=(ALERT_OF["truncated"],),
         ),
         timeseries(
+            "Missing end marker by route and server",
+            "Share of streams whose answer was whole (every part had its final stop) and whose "
+            "body then ended cleanly without the route's end marker (data: [DONE], "
+            f"message_stop): outcome {TERMINAL_MISSING}, per route and server. Not a failure and "
+            "not in the SLO, but not verified complete either: a cut just before the marker is "
+            "the same bytes, and the enforcing reader refuses such streams. A server near 100 % "
+            "never sends the marker: give it a host profile once its provider documents ending "
+            "so; a few percent beside a rising truncation share are cuts.",
+            [
+                target(
+                    ratio(
+                        STREAMS,
+                        f'otelsse_outcome="{TERMINAL_MISSING}"',
+                        by=("otelsse_route", "server_address"),
+                    ),
+                    "{{otelsse_route}} {{server_address}}",
+                )
+            ],
+            unit="percentunit",
+            steps=PERCENT_STEPS,
+            alerts=(TERMINAL_MISSING_ALERT,),
+        ),
+        timeseries(
             "Active streams by route and server",
             "Streams being read at each moment, per route and server (otelsse_streams_active "
             "has only these labels). Compare with the stream rate: a steadily rising line with a "
@@ -742,7 +772,9 @@ def traffic_row() -> list[Json]:
             "Stream rate by outcome",
             "Finished streams per second, stacked by outcome. The healthy picture is mostly "
             "complete; incomplete is a proper stop the caller may still not accept (max_tokens, "
-            "content_filter). Red areas are failures: see the failure row.",
+            f"content_filter); {TERMINAL_MISSING} a whole answer whose end marker never came (a "
+            "server that never sends it, or a cut just before it). Red areas are failures: see "
+            "the failure row.",
             [target(per_second(STREAMS, by=("otelsse_outcome",)), "{{otelsse_outcome}}")],
             unit="reqps",
             stack=True,

@@ -100,6 +100,15 @@ RATIO_ALERTS = (
         " were not one JSON value",
     ),
 )  # fmt: skip
+#: ``terminal_missing``: the answer was whole (every part had its final stop) and the body ended
+#: cleanly at an event boundary, but the route's end marker (``data: [DONE]``, ``message_stop``)
+#: never came. Not a failure, so neither a truncation nor the SLO's: healthy traffic from a
+#: server that never sends the marker reads so (a host profile makes it ``complete``), and a cut
+#: just before the marker is the same bytes. A ticket when it is how a route and server end,
+#: above TERMINAL_MISSING_RATIO of their streams for TERMINAL_MISSING_FOR: long enough that a
+#: few such cuts never open one.
+TERMINAL_MISSING_RATIO = 0.05
+TERMINAL_MISSING_FOR = "30m"
 #: Shares of the streams that ended ``http_error`` by status class, for HTTP_FOR: the SLO's
 #: (anything but a 4xx: the provider or a proxy) and the caller's (a 4xx other than 429).
 HTTP_FOR = "10m"
@@ -332,6 +341,22 @@ def alerting_rules() -> dict[str, Any]:
         )
         for name, outcome, limit, meaning in RATIO_ALERTS
     ]  # fmt: skip
+    missing = "terminal_missing"
+    rules.append(
+        alert(
+            "OtelsseStreamTerminalMissing",
+            both(ratio.format(missing, TERMINAL_MISSING_RATIO), guard),
+            TERMINAL_MISSING_FOR,
+            "warning",
+            f"SSE streams from {UPSTREAM} end without their end marker.",
+            f"{PERCENT} of the streams of {WHERE} in the last 5m ended {missing}: every part of"
+            " the answer had its final stop and the body ended cleanly, but the route's end"
+            " marker (data: [DONE], message_stop) never came. The answers are whole; they count"
+            " neither as truncated nor against the SLO. Fires above"
+            f" {TERMINAL_MISSING_RATIO:.0%} with at least {MIN_STREAMS} streams in 5m, for"
+            f" {TERMINAL_MISSING_FOR}.",
+        )
+    )
     rules += [
         alert(
             name,

@@ -172,11 +172,38 @@ def test_reference_names_every_gate_span_attribute_state_and_error_type() -> Non
     ]
     missing = [name for name in names if f"`{name}`" not in gate_part]
     assert missing == []
-    # Every error type the counter can carry is listed, as a row or among the outcome names.
-    refused = {o.value for o in Outcome} - {Outcome.COMPLETE.value}
+    # Every error type the counter can carry is listed, as a row or among the outcome names: a
+    # refused stream's outcome, any the reader's monitor judges but complete.
+    refused = {o.value for o in Outcome} - {Outcome.COMPLETE.value, Outcome.INTERNAL_ERROR.value}
     assert set(GEN["gate_error_types"]()) == {*gate.ERROR_CLASSES, *reader.FAULT_CODES, *refused}
     for value in GEN["gate_error_types"]():
         assert f"`{value}`" in gate_part.split("### Cardinality")[0], value
+
+
+def test_no_gate_error_type_is_internal_error() -> None:
+    """``internal_error`` is the instrumentation's verdict alone, given in place of the monitor's
+    when otelsse failed: nothing the enforcing reader and the tool gate run (the monitor, the
+    routes, the sans-IO core, the reader, the gate) names it besides the enum itself, so no
+    refused stream's fault code is it, and the gate's counter bound leaves it out."""
+    package = Path(otelsse.__file__).parent
+    judging = [
+        package / "monitor.py",
+        package / "reader.py",
+        package / "gate.py",
+        *sorted((package / "routes").glob("*.py")),
+        *sorted((package / "_core").glob("*.py")),
+    ]
+    value = Outcome.INTERNAL_ERROR.value
+    named = {
+        path.relative_to(package).as_posix(): text.count("INTERNAL_ERROR") + text.count(value)
+        for path in judging
+        for text in [path.read_text(encoding="utf-8")]
+    }
+    # The enum member's own line names it twice: its name and its value.
+    assert named.pop("monitor.py") == 2
+    assert set(named.values()) == {0}, {path: n for path, n in named.items() if n}
+    assert value not in GEN["gate_error_types"]()
+    assert summary_rows()[value][2] == "never: the reader does not produce it"
 
 
 def without(

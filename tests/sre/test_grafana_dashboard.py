@@ -622,6 +622,45 @@ def test_failing_streams_link_to_their_spans_by_outcome(dashboard: Json) -> None
     }
 
 
+#: Grafana's named reds: the colour of failures on the stacked outcome chart.
+_REDS = {"red", "dark-red", "semi-dark-red", "light-red", "super-light-red"}
+
+
+def test_every_outcome_that_is_not_a_failure_has_a_colour_of_its_own(dashboard: Json) -> None:
+    """On the stacked "Stream rate by outcome" chart each outcome that is not an error (a new
+    one included) has a fixed colour, none of them a failure's red, and no two outcomes share
+    one: a whole answer without its end marker must not look like a truncation or a success."""
+    [panel] = [p for p in _query_panels(dashboard) if p["title"] == "Stream rate by outcome"]
+    colours = {
+        override["matcher"]["options"]: prop["value"]["fixedColor"]
+        for override in panel["fieldConfig"]["overrides"]
+        for prop in override["properties"]
+        if prop["id"] == "color"
+    }
+    assert set(colours) <= {outcome.value for outcome in Outcome}
+    not_failures = {outcome.value for outcome in Outcome} - semconv.ERROR_OUTCOMES
+    assert not_failures <= set(colours), not_failures - set(colours)
+    assert all(colours[outcome] not in _REDS for outcome in not_failures), colours
+    assert colours["truncated"] in _REDS
+    assert len(set(colours.values())) == len(colours), colours
+
+
+def test_terminal_missing_has_its_panel_beside_truncation_apart_from_the_failures(
+    dashboard: Json,
+) -> None:
+    """Its share per route and server, next to the truncation panel and linked to its own
+    alert's runbook; no failure or SLO selector names it (the regex checks above)."""
+    panels = _query_panels(dashboard)
+    titles = [p["title"] for p in panels]
+    missing = 'otelsse_outcome="terminal_missing"'
+    [panel] = [p for p in panels if any(missing in t["expr"] for t in p["targets"])]
+    assert titles.index(panel["title"]) == titles.index("Truncation rate by route and server") + 1
+    assert panel["fieldConfig"]["defaults"]["unit"] == "percentunit"
+    [t] = panel["targets"]
+    assert _groups(t["expr"]) == {"otelsse_route", "server_address"}
+    assert [link["title"] for link in panel["links"]] == ["Runbook: OtelsseStreamTerminalMissing"]
+
+
 # -- the tool gate ---------------------------------------------------------------------------------
 
 

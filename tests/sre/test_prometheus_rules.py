@@ -35,6 +35,7 @@ import yaml
 
 from otelsse import semconv
 from otelsse.gate import ToolCallState
+from otelsse.monitor import Outcome
 
 from . import _promql
 from ._promql import label_names, metric_names
@@ -391,13 +392,17 @@ _RANGE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{[^}]*\})?\s*\[(\w+)(?::\
 _SECONDS = {"m": 60, "h": 3600, "d": 86400}
 
 
+def _seconds(duration: str) -> int:
+    return int(duration[:-1]) * _SECONDS[duration[-1]]
+
+
 @pytest.mark.parametrize("rule", [rule for _, _, rule in RULES], ids=_rule_id)
 def test_only_short_windows_read_exported_series(rule: dict[str, Any]) -> None:
     """A long window over the exported series costs one sample per series and scrape: with many
     models and hosts, the 3d SLO window alone would read millions. Over 15 minutes (the
     reconciliation's own window), a rule reads series recorded here, already summed."""
     for name, window in _RANGE.findall(rule["expr"]):
-        seconds = int(window[:-1]) * _SECONDS[window[-1]]
+        seconds = _seconds(window)
         if name in EXPORTED:
             assert seconds <= 15 * 60, f"{name}[{window}]"
         else:
@@ -420,6 +425,57 @@ def test_every_failure_outcome_that_is_not_counted_once_has_an_alert() -> None:
     assert not share & single
     assert share | single | {"http_error"} == semconv.ERROR_OUTCOMES
     assert {"rate_limited", "timeout"} <= share
+
+
+#: Outcomes no alert of its own watches, each for a reason: a proper end (``complete``,
+#: ``incomplete``: its stop reason is on the dashboard), the application's own doing
+#: (``cancelled``), a route with no terminal rule to check (``eof_unverified``), and otelsse's own
+#: failure (``internal_error``: watched through ``otelsse_instrumentation_errors_total``).
+UNALERTED_OUTCOMES = frozenset(
+    {"complete", "incomplete", "cancelled", "eof_unverified", "internal_error"}
+)
+
+
+def _outcomes_selected(expr: str) -> set[str]:
+    """The outcomes an expression selects by name, through the recording rules it reads."""
+    selected = set()
+    for label, op, value in _MATCHER.findall(expr):
+        if label == "otelsse_outcome" and op in {"=", "=~"}:
+            selected |= set(value.split("|"))
+    for name in metric_names(expr) & _RECORD_EXPRS.keys():
+        selected |= _outcomes_selected(_RECORD_EXPRS[name])
+    return selected
+
+
+def test_every_outcome_has_an_alert_of_its_own_or_a_reason_for_none() -> None:
+    """An outcome added to ``Outcome`` fails here until an alert watches it or a reason says why
+    none does; the SLO burn, which watches the provider's failures together, is not counted."""
+    watched: dict[str, set[str]] = {}
+    for rule in ALERTS:
+        if rule["alert"] != "OtelsseStreamErrorBudgetBurn":
+            for outcome in _outcomes_selected(rule["expr"]):
+                watched.setdefault(outcome, set()).add(rule["alert"])
+    assert watched.keys() | UNALERTED_OUTCOMES == {outcome.value for outcome in Outcome}
+    assert not watched.keys() & UNALERTED_OUTCOMES
+
+
+def test_terminal_missing_is_a_ticket_of_its_own_apart_from_truncation_and_the_slo() -> None:
+    """A whole answer whose end marker never came is neither a failure nor the SLO's: its own
+    share alert, a ticket held long enough that a few cuts before the marker never open one, and
+    no other alert (the truncation alert, the SLO burn) selects it."""
+    missing = Outcome.TERMINAL_MISSING.value
+    rule = _alert("OtelsseStreamTerminalMissing")
+    assert rule["labels"]["severity"] == "warning"
+    assert _outcomes_selected(rule["expr"]) == {missing}
+    share = f'otelsse:stream_outcome:ratio_rate5m{{otelsse_outcome="{missing}"}}'
+    assert f"{share} > {GENERATOR.TERMINAL_MISSING_RATIO}" in rule["expr"]
+    assert f"otelsse:streams:increase5m >= {GENERATOR.MIN_STREAMS}" in rule["expr"]
+    assert rule["for"] == GENERATOR.TERMINAL_MISSING_FOR
+    assert _seconds(rule["for"]) > _seconds(GENERATOR.RATIO_FOR)  # held longer than a failure
+    assert missing not in semconv.ERROR_OUTCOMES | semconv.SLO_BAD_OUTCOMES
+    for other in ALERTS:
+        if other is not rule:
+            assert missing not in _outcomes_selected(other["expr"]), _rule_id(other)
 
 
 def test_http_alerts_split_http_errors_by_the_slos_status_rule() -> None:
