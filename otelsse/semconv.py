@@ -255,8 +255,8 @@ TOOL_CALLS = MetricSpec(
 #: The closed set of ``otelsse.instrumentation.stage`` values. Each one's error series is created
 #: at 0 when the instruments are, so ``increase()`` sees the very first failure.
 INSTRUMENTATION_STAGES: tuple[str, ...] = (
-    "send", "content_encoding", "feed", "finish", "end_span", "stream_finished", "record_metrics",
-    "record",
+    "patch", "send", "content_encoding", "feed", "finish", "end_span", "stream_finished",
+    "record_metrics", "record",
 )  # fmt: skip
 INSTRUMENTATION_ERRORS = MetricSpec(
     "otelsse.instrumentation.errors", "counter", "{error}",
@@ -847,6 +847,8 @@ ATTRIBUTE_SPECS: dict[str, AttributeSpec] = {
 
 #: What each ``otelsse.instrumentation.stage`` covers.
 INSTRUMENTATION_STAGE_DESCRIPTIONS: dict[str, str] = {
+    "patch": "wrapping one client library's methods at `instrument()` (a version whose shape "
+    "otelsse does not know); that library is left unpatched, the others are instrumented",
     "send": "deciding whether to watch a request, around the client's send, or reading the "
     "response headers; an expected stream's span is then ended as `internal_error`",
     "content_encoding": "the body's Content-Encoding cannot be decoded here (e.g. br without "

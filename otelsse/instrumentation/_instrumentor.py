@@ -174,13 +174,22 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         for library in CLIENT_MODULES:
             if library not in clients:
                 continue
+            patched: list[tuple[Any, str]] = []
             try:
-                targets = get_client(library).targets()
+                for owner, method, make_wrapper in get_client(library).targets():
+                    wrapt.wrap_function_wrapper(owner, method, make_wrapper(settings))
+                    patched.append((owner, method))
             except ImportError:  # the library is not installed
                 continue
-            for owner, method, make_wrapper in targets:
-                wrapt.wrap_function_wrapper(owner, method, make_wrapper(settings))
-                self._patched = (*self._patched, (owner, method))
+            except Exception as exc:
+                # One library of a shape otelsse does not know costs that library only: it is
+                # left as it was, and the others are instrumented.
+                for owner, method in reversed(patched):
+                    unwrap(owner, method)
+                telemetry.count_error(exc, "patch")
+                _LOG.warning("otelsse leaves %s unpatched (%s)", library, type(exc).__name__)
+                continue
+            self._patched = (*self._patched, *patched)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         patched, self._patched = self._patched, ()

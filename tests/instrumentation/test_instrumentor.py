@@ -15,7 +15,7 @@ import pytest
 
 import otelsse
 from otelsse import Limits, semconv
-from otelsse.instrumentation import HOST_PROFILES_ENV, OPTIONS, SSEInstrumentor
+from otelsse.instrumentation import HOST_PROFILES_ENV, OPTIONS, SSEInstrumentor, get_client
 from otelsse.routes import OpenAIChatRoute, Request, match_route, route_names
 from otelsse.telemetry import OTHER
 from tests._fixtures import read_fixture
@@ -200,3 +200,36 @@ def test_a_bad_excluded_url_pattern_is_warned_about_once_and_the_rest_still_appl
         assert otel.stream_span().attributes[semconv.OUTCOME] == "complete"  # type: ignore[index]
     finally:
         otel.uninstall()
+
+
+def test_a_client_library_of_a_shape_otelsse_does_not_know_costs_that_library_only(
+    server: SSEServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A library whose methods cannot be wrapped (here: one target it lacks, after one it has)
+    is left exactly as it was, counted (stage ``patch``) and warned about; every other library
+    is instrumented, as an optional part's failure must never disable the rest."""
+    import requests
+
+    library = get_client("httpx")
+    known = library.targets()
+    missing = (httpx.Client, "no_such_method", known[0][2])
+    monkeypatch.setattr(library, "targets", lambda: [*known, missing])
+    url = server.route("/v1/chat/completions", Reply(read_fixture(CHAT)))
+    with caplog.at_level(logging.WARNING, logger="otelsse"):
+        otel = Telemetry().install()
+    try:
+        assert not hasattr(httpx.Client.send, "__wrapped__")  # the first target was undone
+        assert stream(url) == read_fixture(CHAT)
+        assert otel.spans() == []
+        with requests.post(url, json={"model": "m", "stream": True}, stream=True) as response:
+            assert response.content == read_fixture(CHAT)
+        assert (otel.stream_span().attributes or {})[semconv.OUTCOME] == "complete"
+        errors = {
+            p.attributes[semconv.INSTRUMENTATION_STAGE]: p.value
+            for p in otel.points(semconv.INSTRUMENTATION_ERRORS.name)
+        }
+    finally:
+        otel.uninstall()
+    assert errors["patch"] == 1
+    assert sum(errors.values()) == 1
+    assert ["httpx" in r.getMessage() for r in caplog.records] == [True]
