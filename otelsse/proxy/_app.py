@@ -12,6 +12,9 @@ ones) and bytes (still content-coded: the observer decodes its own copy) go back
 arrive; ``send`` waits while the client's socket is full, so a slow client slows the upstream
 read. How the stream ended is passed on: an upstream cut aborts the client's connection (no
 clean end of chunks), a client that leaves closes the upstream connection (``cancelled``).
+
+What the proxy will not pass on it refuses with its own short JSON error, saying why: a path
+some server would read as a dot segment, a method a reverse proxy does not forward.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
+import unicodedata
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote_to_bytes
 
 import aiohttp
 from opentelemetry import context as otel_context
@@ -69,10 +74,17 @@ HOP_BY_HOP = frozenset(
 _AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
 _MAX_PATH_CHARS = 512
 
+#: The methods forwarded: RFC 9110 §9.3's methods on a target resource, and PATCH (RFC 5789).
+#: Not CONNECT (§9.3.6: a tunnel to an authority, a forward proxy's business; aiohttp would send
+#: it to the upstream's host and port), nor TRACE (§9.3.8: the request, credentials and all,
+#: reflected back), nor a method whose meaning the proxy does not know.
+FORWARDED_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
 #: The proxy's own failures: status and the ``error.type`` on its span (and in its JSON body).
 _FAILURES: dict[str, tuple[int, str]] = {
     "unknown_upstream": (404, "no upstream of that name is configured"),
-    "bad_path": (400, "the path may not leave its upstream (dot segments)"),
+    "bad_path": (400, "the path has a segment a server may read as '.' or '..'"),
+    "bad_method": (400, "the proxy forwards GET, HEAD, POST, PUT, PATCH, DELETE and OPTIONS only"),
     "request_too_large": (413, "the request body is larger than the proxy forwards"),
     "too_many_streams": (503, "the proxy is at its limit of concurrent requests"),
     "draining": (503, "the proxy is shutting down"),
@@ -270,6 +282,9 @@ class _Exchange:
 
     async def _forward(self) -> None:
         app, upstream = self._app, self._upstream
+        if self._method not in FORWARDED_METHODS:
+            await self._refuse("bad_method")
+            return
         length = _header(self._headers, b"content-length")
         if length is not None and length.isdigit() and int(length) > app.config.max_request_bytes:
             await self._refuse("request_too_large")
@@ -461,18 +476,53 @@ def _connection_tokens(headers: Any) -> frozenset[bytes]:
 def _target(upstream: Upstream, rest: bytes, query: bytes) -> URL:
     """The upstream URL for the rest of the client's path, as the client encoded it.
 
-    Raises ValueError for a path that would leave the upstream's base path (a ``.``/``..``
-    segment, plain or percent-encoded) or its host.
+    Raises ValueError for a path that would leave the upstream's base path (a segment some
+    server reads as ``.`` or ``..``, see ``_dot_segment``) or its host.
     """
-    path = rest.decode("latin-1")
-    if any(segment in (".", "..") for segment in unquote(path).split("/")):
+    if _dot_segment(rest):
         raise ValueError("dot segment")
     base = upstream.base
-    text = str(base) + path + ("?" + query.decode("latin-1") if query else "")
+    text = str(base) + rest.decode("latin-1") + ("?" + query.decode("latin-1") if query else "")
     url = URL(text, encoded=True)
     if (url.scheme, url.host, url.port) != (base.scheme, base.host, base.port):
         raise ValueError("host changed")
     return url
+
+
+#: What some server takes for a path separator: ``/``, and ``\`` (IIS, Windows file servers).
+_SEPARATORS = re.compile(r"[/\\]")
+#: Where some server ends a segment before it resolves it: path parameters (``;``: Tomcat,
+#: Jetty, Spring), a query or fragment (decoded from ``%3f``, ``%23``), a NUL (C strings).
+_SEGMENT_END = re.compile(r"[;?#\x00]")
+#: Percent-decodings a server may apply (some decode twice); a path that a third one still
+#: changes is only hiding something, and is refused.
+_DECODINGS = 2
+
+
+def _dot_segment(path: bytes) -> bool:
+    """Whether some server may read a segment of ``path`` as ``.`` or ``..`` (and, removing
+    dot segments as RFC 3986 §5.2.4 says, leave the upstream's base path).
+
+    The path is judged as the most lenient server reads it: percent-decoded twice, UTF-8 (an
+    invalid sequence, such as the overlong ``%c0%ae`` for a dot, is refused: RFC 3629 §10),
+    folded by NFKC (fullwidth dots and solidus, dot leaders), split at ``/`` and ``\\``, each
+    segment cut at ``_SEGMENT_END``. A segment of dots, with or without spaces, is refused:
+    Windows trims trailing dots and spaces.
+    """
+    decoded = path
+    for _ in range(_DECODINGS):
+        decoded = unquote_to_bytes(decoded)
+    if unquote_to_bytes(decoded) != decoded:
+        return True
+    try:
+        text = unicodedata.normalize("NFKC", decoded.decode("utf-8"))
+    except UnicodeDecodeError:
+        return True
+    for segment in _SEPARATORS.split(text):
+        kept = _SEGMENT_END.split(segment, 1)[0]
+        if "." in kept and not kept.replace(".", "").strip():
+            return True
+    return False
 
 
 def _before_answer(error: BaseException) -> str:

@@ -1,0 +1,274 @@
+"""What the proxy refuses and what it relays, run for real on 127.0.0.1, with a raw-socket
+upstream that answers exactly the bytes each case gives it:
+
+- paths some server reads as a dot segment, and methods a reverse proxy does not forward: a 400
+  before anything reaches the upstream; legitimate paths and methods still pass unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanKind
+
+from otelsse import semconv
+
+from .conftest import MAX_WAIT, RunningProxy, config_for, start_proxy, wait_for
+
+Header = tuple[bytes, bytes]
+
+
+def _reply(status: bytes = b"200 OK", *fields: bytes) -> bytes:
+    """A whole answer with ``fields``: two bytes of body, and the connection closed after."""
+    head = [b"HTTP/1.1 " + status, *fields, b"content-length: 2", b"connection: close"]
+    return b"\r\n".join(head) + b"\r\n\r\nok"
+
+
+class _ScriptedUpstream:
+    """An upstream on a raw socket: each connection's request gets ``replies[target]`` (or a
+    plain 200) as it is, and is then held open until the proxy closes it. ``event("asked",
+    target)`` is set once that request's head arrived, ``event("closed", target)`` once the
+    proxy closed its connection."""
+
+    def __init__(self) -> None:
+        self.replies: dict[str, bytes] = {}
+        self.request_lines: list[bytes] = []
+        self._events: dict[tuple[str, str], threading.Event] = {}
+        self._lock = threading.Lock()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+
+    def event(self, name: str, target: str) -> threading.Event:
+        with self._lock:
+            return self._events.setdefault((name, target), threading.Event())
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):  # the listener closed
+            while True:
+                sock, _ = self.listener.accept()
+                threading.Thread(target=self._answer, args=(sock,), daemon=True).start()
+
+    def _answer(self, sock: socket.socket) -> None:
+        with sock:
+            sock.settimeout(MAX_WAIT)
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    return
+                head += chunk
+            line = head.split(b"\r\n", 1)[0]
+            self.request_lines.append(line)
+            target = line.split(b" ")[1].decode("latin-1")
+            self.event("asked", target).set()
+            reply = self.replies.get(target, _reply())
+            if line.startswith(b"HEAD "):  # RFC 9110 §9.3.2: the head only
+                reply = reply.partition(b"\r\n\r\n")[0] + b"\r\n\r\n"
+            try:
+                sock.sendall(reply)
+                while sock.recv(65536):
+                    pass
+            except TimeoutError:
+                return  # never closed by the proxy: "closed" stays unset
+            except OSError:
+                pass  # reset by the proxy: closed too
+            self.event("closed", target).set()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[_ScriptedUpstream]:
+    scripted = _ScriptedUpstream()
+    try:
+        yield scripted
+    finally:
+        scripted.close()
+
+
+@pytest.fixture(scope="module")
+def proxy(upstream: _ScriptedUpstream) -> Iterator[RunningProxy]:
+    """The scripted upstream as ``up`` behind the proxy's default settings (a 300 s idle
+    timeout), one for the module: here ``proxy`` is this one, not conftest's."""
+    with start_proxy(config_for(upstream.base)) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def _connection(proxy: RunningProxy) -> Iterator[socket.socket]:
+    host, port = proxy.base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=MAX_WAIT) as sock:
+        yield sock
+
+
+def _read_until_closed(sock: socket.socket) -> bytes:
+    received = b""
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := sock.recv(65536):
+            received += chunk
+    return received
+
+
+def _ask(proxy: RunningProxy, method: str, target: str) -> bytes:
+    """``method target`` on a fresh connection; the whole answer (the proxy closes after it)."""
+    request = f"{method} {target} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+    with _connection(proxy) as sock:
+        sock.sendall(request.encode("latin-1"))
+        return _read_until_closed(sock)
+
+
+def _parse(answer: bytes) -> tuple[int, list[Header], bytes]:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status_line, *lines = head.split(b"\r\n")
+    fields = [
+        (name.lower(), value.strip()) for name, _, value in (f.partition(b":") for f in lines)
+    ]
+    return int(status_line.split(b" ")[1]), fields, body
+
+
+def _refusal(answer: bytes) -> tuple[int, str]:
+    """The status and type of the proxy's own error."""
+    status, fields, body = _parse(answer)
+    kind: str = json.loads(body)["error"]["type"]
+    assert dict(fields)[b"x-otelsse-proxy-error"] == kind.encode()
+    assert dict(fields)[b"content-type"] == b"application/json"
+    return status, kind
+
+
+def _server_span(proxy: RunningProxy, target: str) -> ReadableSpan:
+    """The SERVER span of the one request (since the test began) to ``/up{target}``."""
+    path = "/up" + target.partition("?")[0]
+
+    def found() -> list[ReadableSpan]:
+        return [
+            span
+            for span in proxy.otel.spans(None)
+            if span.kind is SpanKind.SERVER and (span.attributes or {})["url.path"] == path
+        ]
+
+    wait_for(found, f"the server span of {path}")
+    (span,) = found()
+    return span
+
+
+# -- paths and methods -----------------------------------------------------------------------
+
+#: Segments some server reads as "." or "..", each after the proxy's ``/up``.
+DOT_SEGMENTS = [
+    "/..",
+    "/./v1",
+    "/v1/../admin",
+    # percent-encoded dots, in any case, whole or in part
+    "/%2e%2e/admin",
+    "/%2E%2e/admin",
+    "/.%2E/admin",
+    "/%2e/v1",
+    # encoded twice (a server that decodes twice), and more (refused: only hiding needs it)
+    "/%252e%252e/admin",
+    "/%25252e%25252e/admin",
+    # backslash as a separator (IIS, Windows file servers), raw or encoded
+    "/..\\admin",
+    "/v1\\..\\admin",
+    "/..%5cadmin",
+    "/..%5Cadmin",
+    "/v1%5c..%5cadmin",
+    # an encoded slash
+    "/..%2fadmin",
+    "/v1%2F..%2Fadmin",
+    # path parameters (Tomcat, Jetty, Spring drop ";..." before resolving), raw or encoded
+    "/..;/admin",
+    "/..;jsessionid=1/admin",
+    "/%2e%2e;/admin",
+    "/.;/v1",
+    "/..%3b/admin",
+    # what a server may cut or trim: NUL, trailing spaces or tabs, a query or fragment
+    "/..%00/admin",
+    "/..%20/admin",
+    "/..%09/admin",
+    "/..%3fx",
+    "/..%23x",
+    # dots only: Windows trims trailing dots
+    "/.../admin",
+    # overlong UTF-8 of '.' (RFC 3629 §10; old IIS and Tomcat decoded them)
+    "/%c0%ae%c0%ae/admin",
+    "/%e0%80%ae%e0%80%ae/admin",
+    # fullwidth dots, fullwidth solidus, TWO DOT LEADER: NFKC makes them '.', '/', '..'
+    "/%ef%bc%8e%ef%bc%8e/admin",
+    "/v1%ef%bc%8f..%ef%bc%8fadmin",
+    "/%e2%80%a5/admin",
+]
+
+#: Paths that look close but no server reads as a dot segment: forwarded as sent.
+LEGITIMATE = [
+    "/v1/chat/completions",
+    "/v1/models/gpt-4.1",
+    "/v1beta/models/gemini-2.0-flash:streamGenerateContent",
+    "/openai/deployments/gpt-4o/chat/completions",
+    "/.well-known/openid-configuration",
+    "/v1/files/a..b",
+    "/v1/files/..a",
+    "/v1/files/a.",
+    "/v1/files/%2E%2Ea",
+    "/v1/files/x;version=2",
+    "/v1/files/100%25",
+    "/v1/files/caf%C3%A9",
+    "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Afoundation-model%2Fx/invoke",
+]
+
+
+@pytest.mark.parametrize("path", DOT_SEGMENTS)
+def test_a_path_some_server_reads_as_a_dot_segment_is_a_400(
+    proxy: RunningProxy, upstream: _ScriptedUpstream, path: str
+) -> None:
+    before = len(upstream.request_lines)
+    assert _refusal(_ask(proxy, "GET", "/up" + path)) == (400, "bad_path")
+    assert len(upstream.request_lines) == before  # nothing reached the upstream
+
+
+@pytest.mark.parametrize("path", LEGITIMATE)
+def test_a_legitimate_path_is_forwarded_as_sent(
+    proxy: RunningProxy, upstream: _ScriptedUpstream, path: str
+) -> None:
+    status, _, body = _parse(_ask(proxy, "GET", "/up" + path + "?api-version=1"))
+    assert (status, body) == (200, b"ok")
+    assert upstream.request_lines[-1] == f"GET {path}?api-version=1 HTTP/1.1".encode()
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        "CONNECT",  # RFC 9110 §9.3.6: a tunnel to the target's authority, for a forward proxy
+        "TRACE",  # RFC 9110 §9.3.8: a loop-back that would reflect the client's credentials
+        "PROPFIND",  # any method the proxy does not know: WebDAV here
+        "LOCK",
+    ],
+)
+def test_a_method_a_reverse_proxy_does_not_forward_is_a_400(
+    proxy: RunningProxy, upstream: _ScriptedUpstream, method: str
+) -> None:
+    proxy.otel.exporter.clear()
+    before = len(upstream.request_lines)
+    assert _refusal(_ask(proxy, method, "/up/v1/x")) == (400, "bad_method")
+    assert len(upstream.request_lines) == before
+    server = _server_span(proxy, "/v1/x")
+    assert (server.attributes or {})[semconv.ERROR_TYPE] == "bad_method"
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
+def test_a_method_an_api_uses_is_forwarded(
+    proxy: RunningProxy, upstream: _ScriptedUpstream, method: str
+) -> None:
+    status, _, _ = _parse(_ask(proxy, method, "/up/v1/x"))
+    assert status == 200
+    assert upstream.request_lines[-1] == f"{method} /v1/x HTTP/1.1".encode()
