@@ -14,7 +14,8 @@ read. How the stream ended is passed on: an upstream cut aborts the client's con
 clean end of chunks), a client that leaves closes the upstream connection (``cancelled``).
 
 What the proxy will not pass on it refuses with its own short JSON error, saying why: a path
-some server would read as a dot segment, a method a reverse proxy does not forward.
+some server would read as a dot segment, a method a reverse proxy does not forward, an upstream
+answer HTTP does not let it relay.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 from urllib.parse import unquote_to_bytes
 
 import aiohttp
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.metrics import MeterProvider
@@ -37,14 +39,14 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvid
 from yarl import URL
 
 from .. import semconv
-from ..instrumentation._client import RequestScan, get_client
+from ..instrumentation._client import RequestScan, error_chain, get_client
 from ..instrumentation._observer import Settings, StreamObserver, Watch
 from ..monitor import Limits
 from ..routes import register_host
 from ..telemetry import Telemetry
 from ._config import ProxyConfig, Upstream
 
-__all__ = ["ProxyApp"]
+__all__ = ["MAX_RESPONSE_HEADERS", "MAX_RESPONSE_LINE_BYTES", "ProxyApp"]
 
 Message = MutableMapping[str, Any]
 Scope = MutableMapping[str, Any]
@@ -80,6 +82,14 @@ _MAX_PATH_CHARS = 512
 #: reflected back), nor a method whose meaning the proxy does not know.
 FORWARDED_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
+#: Bounds on the upstream's response head, above aiohttp's defaults (8,190 bytes a line and
+#: 128 fields) that common clients read past: 16 KiB is the whole head that Node
+#: (``--max-http-header-size``) and httpx (h11's ``max_incomplete_event_size``) accept, so no
+#: line those clients read is refused; 512 fields is past Python's http.client (100) and
+#: aiohttp (128). A head that is larger costs the proxy at most fields x line in memory.
+MAX_RESPONSE_LINE_BYTES = 16 * 1024
+MAX_RESPONSE_HEADERS = 512
+
 #: The proxy's own failures: status and the ``error.type`` on its span (and in its JSON body).
 _FAILURES: dict[str, tuple[int, str]] = {
     "unknown_upstream": (404, "no upstream of that name is configured"),
@@ -90,6 +100,13 @@ _FAILURES: dict[str, tuple[int, str]] = {
     "draining": (503, "the proxy is shutting down"),
     "upstream_unreachable": (502, "the upstream could not be reached"),
     "upstream_disconnected": (502, "the upstream closed the connection before answering"),
+    "upstream_head_too_large": (
+        502,
+        f"the upstream's response head has more than {MAX_RESPONSE_HEADERS} fields or a line "
+        f"over {MAX_RESPONSE_LINE_BYTES} bytes",
+    ),
+    "upstream_bad_status": (502, "the upstream answered with a status HTTP does not define"),
+    "upstream_invalid_response": (502, "the upstream's response is not valid HTTP"),
     "upstream_timeout": (504, "the upstream did not answer in time"),
 }
 
@@ -144,6 +161,9 @@ class ProxyApp:
             auto_decompress=False,
             cookie_jar=aiohttp.DummyCookieJar(),
             trust_env=False,
+            max_line_size=MAX_RESPONSE_LINE_BYTES,
+            max_field_size=MAX_RESPONSE_LINE_BYTES,
+            max_headers=MAX_RESPONSE_HEADERS,
         )
 
     async def shutdown(self) -> None:
@@ -207,6 +227,14 @@ class _ClientLeft(Exception):
 
 class _RequestTooLarge(Exception):
     """The client's body went past ``max_request_bytes`` while it was being sent on."""
+
+
+class _Unrelayable(Exception):
+    """The upstream answered what the proxy may not relay; ``kind`` says why."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
 
 
 class _Exchange:
@@ -353,6 +381,7 @@ class _Exchange:
             response.close()
 
     async def _request(self, url: URL, first: Message | None) -> aiohttp.ClientResponse:
+        """The upstream's answer, once it is one the proxy may relay (else ``_Unrelayable``)."""
         dropped = HOP_BY_HOP | _connection_tokens(self._headers)
         headers = [
             (name.decode("latin-1"), value.decode("latin-1"))
@@ -361,7 +390,7 @@ class _Exchange:
         ]
         sent = {name.lower() for name, _ in headers}
         session = self._app.session
-        return await session.request(
+        response = await session.request(
             self._method,
             url,
             headers=headers,
@@ -369,6 +398,11 @@ class _Exchange:
             allow_redirects=False,
             skip_auto_headers=[name for name in _AUTO_HEADERS if name.lower() not in sent],
         )
+        kind = _unrelayable(response)
+        if kind is not None:
+            response.close()  # the rest of this answer is not read: the connection goes
+            raise _Unrelayable(kind)
+        return response
 
     async def _body(self, message: Message) -> AsyncIterator[bytes]:
         """The client's body as it arrives, from its first ``message`` (already scanned): the
@@ -525,12 +559,46 @@ def _dot_segment(path: bytes) -> bool:
     return False
 
 
+#: RFC 9110 §5.5: a field value with CR, LF or NUL is "invalid and dangerous", one with another
+#: CTL invalid too (kept only where no downstream parser reads it: not a proxy's case).
+_INVALID_FIELD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _unrelayable(response: aiohttp.ClientResponse) -> str | None:
+    """Why the proxy may not relay the upstream's answer, or None.
+
+    RFC 9110 §15: "Values outside the range 100..599 are invalid", and a recipient treats one
+    as a 5xx: for a gateway, a 502 (§15.6.3). Any code of 200-599 is relayed as it is (a client
+    treats one it does not know as the x00 of its class). Of the 1xx, aiohttp reads past the
+    interim ones; a 101 switches to a protocol the proxy never asked for (it forwards no
+    ``Upgrade``; §15.2.2, §7.8).
+    """
+    if not 200 <= response.status <= 599:
+        return "upstream_bad_status"
+    if any(_INVALID_FIELD_VALUE.search(value) for _, value in response.raw_headers):
+        return "upstream_invalid_response"
+    return None
+
+
 def _before_answer(error: BaseException) -> str:
-    """The proxy's name for a failure before the upstream's answer arrived."""
+    """The proxy's name for a failure before the upstream's answer could be relayed."""
+    if isinstance(error, _Unrelayable):
+        return error.kind
     if isinstance(error, (aiohttp.ServerTimeoutError, asyncio.TimeoutError)):
         return "upstream_timeout"
     if isinstance(error, aiohttp.ServerDisconnectedError):
         return "upstream_disconnected"
+    # aiohttp's parser: a line past its bound is a LineTooLong, too many fields a plain
+    # BadHttpMessage that says so; any other HttpProcessingError is a head that is not HTTP.
+    chain = list(error_chain(error))
+    if any(
+        isinstance(link, LineTooLong)
+        or (isinstance(link, HttpProcessingError) and link.message == "Too many headers received")
+        for link in chain
+    ):
+        return "upstream_head_too_large"
+    if any(isinstance(link, HttpProcessingError) for link in chain):
+        return "upstream_invalid_response"
     return "upstream_unreachable"
 
 

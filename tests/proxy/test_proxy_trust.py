@@ -2,7 +2,9 @@
 upstream that answers exactly the bytes each case gives it:
 
 - paths some server reads as a dot segment, and methods a reverse proxy does not forward: a 400
-  before anything reaches the upstream; legitimate paths and methods still pass unchanged.
+  before anything reaches the upstream; legitimate paths and methods still pass unchanged;
+- upstream answers: what HTTP allows is relayed, what the proxy cannot relay is a 502 that
+  says why, with the same reason on the span.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from collections.abc import Iterator
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 
 from otelsse import semconv
+from otelsse.proxy._app import MAX_RESPONSE_HEADERS, MAX_RESPONSE_LINE_BYTES
 
 from .conftest import MAX_WAIT, RunningProxy, config_for, start_proxy, wait_for
 
@@ -272,3 +275,96 @@ def test_a_method_an_api_uses_is_forwarded(
     status, _, _ = _parse(_ask(proxy, method, "/up/v1/x"))
     assert status == 200
     assert upstream.request_lines[-1] == f"{method} /v1/x HTTP/1.1".encode()
+
+
+# -- upstream answers ------------------------------------------------------------------------
+
+LONG = MAX_RESPONSE_LINE_BYTES
+
+#: Answers HTTP allows and common clients read: relayed as they are.
+RELAYED = {
+    "past aiohttp's 128 fields": _reply(
+        # with _reply's two, one under the bound (aiohttp's pure-Python parser counts the
+        # status line too)
+        b"200 OK",
+        *(b"x-f%d: v" % i for i in range(MAX_RESPONSE_HEADERS - 3)),
+    ),
+    "a field line past aiohttp's 8,190 bytes": _reply(b"200 OK", b"x-long: " + b"a" * (LONG - 100)),
+    "a long field name": _reply(b"200 OK", b"x-" + b"n" * (LONG - 100) + b": v"),
+    "a long reason phrase": _reply(b"200 " + b"r" * (LONG - 100)),
+    "obs-text and a tab in a value": _reply(b"200 OK", b"x-t: caf\xe9\tau lait"),
+    # RFC 9110 §15: a recipient treats an unknown code as the x00 of its class; relayed as is
+    "status 299": _reply(b"299 Whatever"),
+    "status 418": _reply(b"418 I'm a teapot"),
+    "status 599": _reply(b"599 Whatever"),
+}
+
+
+@pytest.mark.parametrize("case", list(RELAYED))
+def test_an_answer_http_allows_is_relayed(
+    proxy: RunningProxy, upstream: _ScriptedUpstream, case: str
+) -> None:
+    path = f"/relayed/{list(RELAYED).index(case)}"
+    sent = RELAYED[case]
+    upstream.replies[path] = sent
+    status, fields, body = _parse(_ask(proxy, "GET", "/up" + path))
+    expected_status, expected_fields, _ = _parse(sent)
+    assert (status, body) == (expected_status, b"ok")
+    assert [f for f in fields if f[0] != b"connection"] == [
+        f for f in expected_fields if f[0] != b"connection"
+    ]
+
+
+#: Answers the proxy cannot relay, and the reason it gives.
+REFUSED = {
+    "too many fields": (
+        _reply(b"200 OK", *(b"x-f%d: v" % i for i in range(MAX_RESPONSE_HEADERS + 1))),
+        "upstream_head_too_large",
+    ),
+    "a field value too long": (
+        _reply(b"200 OK", b"x-long: " + b"a" * (LONG + 1)),
+        "upstream_head_too_large",
+    ),
+    "a field name too long": (
+        _reply(b"200 OK", b"x-" + b"n" * (LONG + 1) + b": v"),
+        "upstream_head_too_large",
+    ),
+    "a status line too long": (_reply(b"200 " + b"r" * (LONG + 1)), "upstream_head_too_large"),
+    # RFC 9110 §15: codes outside 100-599 are invalid, treated as a 5xx
+    "status 999": (_reply(b"999 Odd"), "upstream_bad_status"),
+    "status 600": (_reply(b"600 Odd"), "upstream_bad_status"),
+    "status 099": (_reply(b"099 Odd"), "upstream_bad_status"),
+    # RFC 9110 §15.2.2: a switch the proxy never asked for (it forwards no Upgrade)
+    "status 101": (
+        b"HTTP/1.1 101 Switching Protocols\r\nupgrade: h2c\r\nconnection: upgrade\r\n\r\n",
+        "upstream_bad_status",
+    ),
+    "a status that is not a number": (_reply(b"2xx OK"), "upstream_invalid_response"),
+    "not HTTP at all": (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", "upstream_invalid_response"),
+    # RFC 9110 §5.5: CR, LF, NUL and other CTLs in a field value are invalid
+    "a control character in a value": (
+        _reply(b"200 OK", b"x-t: a\x01b"),
+        "upstream_invalid_response",
+    ),
+    "DEL in a value": (_reply(b"200 OK", b"x-t: a\x7fb"), "upstream_invalid_response"),
+    "NUL in a value": (_reply(b"200 OK", b"x-t: a\x00b"), "upstream_invalid_response"),
+    "a field name that is not a token": (
+        _reply(b"200 OK", b"x(t): v"),
+        "upstream_invalid_response",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_an_answer_the_proxy_cannot_relay_is_a_502_that_says_why(
+    proxy: RunningProxy, upstream: _ScriptedUpstream, case: str
+) -> None:
+    path = f"/refused/{list(REFUSED).index(case)}"
+    upstream.replies[path], kind = REFUSED[case]
+    assert _refusal(_ask(proxy, "GET", "/up" + path)) == (502, kind)
+    server = _server_span(proxy, path)
+    assert (server.attributes or {})[semconv.ERROR_TYPE] == kind
+    assert (server.attributes or {})[semconv.HTTP_RESPONSE_STATUS_CODE] == 502
+    assert server.status.status_code is StatusCode.ERROR
+    # the upstream's connection is not kept for another request
+    assert upstream.event("closed", path).wait(MAX_WAIT)
