@@ -11,7 +11,8 @@ The request body streams upstream as the client sends it, scanned on the way for
 ones) and bytes (still content-coded: the observer decodes its own copy) go back as they
 arrive; ``send`` waits while the client's socket is full, so a slow client slows the upstream
 read. How the stream ended is passed on: an upstream cut aborts the client's connection (no
-clean end of chunks), a client that leaves closes the upstream connection (``cancelled``).
+clean end of chunks); a client that leaves, at any moment, cancels the upstream request and
+closes its connection (``cancelled``).
 
 What the proxy will not pass on it refuses with its own short JSON error, saying why: a path
 some server would read as a dot segment, a method a reverse proxy does not forward, an upstream
@@ -21,9 +22,11 @@ answer HTTP does not let it relay.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
+import sys
 import time
 import unicodedata
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
@@ -98,6 +101,7 @@ _FAILURES: dict[str, tuple[int, str]] = {
     "request_too_large": (413, "the request body is larger than the proxy forwards"),
     "too_many_streams": (503, "the proxy is at its limit of concurrent requests"),
     "draining": (503, "the proxy is shutting down"),
+    "shutdown": (503, "the proxy shut down before the upstream answered"),
     "upstream_unreachable": (502, "the upstream could not be reached"),
     "upstream_disconnected": (502, "the upstream closed the connection before answering"),
     "upstream_head_too_large": (
@@ -221,6 +225,11 @@ class UpstreamCut(Exception):
     broke off (the ASGI way of saying "do not end this response cleanly")."""
 
 
+class _ShutdownCut(UpstreamCut):
+    """The drain ran out mid-stream: the client's connection is cut as for an upstream cut (the
+    server aborts it and logs no traceback), never ended as if the answer were whole."""
+
+
 class _ClientLeft(Exception):
     """The client disconnected while its request body was being sent on."""
 
@@ -259,9 +268,18 @@ class _Exchange:
         self._headers: list[tuple[bytes, bytes]] = list(scope.get("headers", ()))
         self._scan = RequestScan()
         self._body_done = asyncio.Event()
-        self._client_gone = False
+        self._client_gone = False  # whichever part of the exchange heard it
         self._too_large = False
         self._response: aiohttp.ClientResponse | None = None
+        #: The stream's watch until its answer or its failure is known; then the observer of
+        #: its body, if it is a stream.
+        self._watch: Watch | None = None
+        self._observer: StreamObserver | None = None
+        self._head_sent = False
+        #: This exchange's task while it waits for the upstream's answer, and whether the
+        #: client's leaving cancelled it.
+        self._awaiting_answer: asyncio.Task[Any] | None = None
+        self._cancelled_for_client = False
         self._span: Span = trace.INVALID_SPAN
 
     async def run(self) -> None:
@@ -276,6 +294,19 @@ class _Exchange:
         token = otel_context.attach(trace.set_span_in_context(span, parent))
         try:
             await self._forward()
+        except asyncio.CancelledError:
+            # Never the client's doing (its leaving is heard, see _await_disconnect).
+            if not self._app.draining:
+                self._stream_cancelled(None)
+                self._failed("cancelled")
+                raise
+            # The drain ran out: the server cancels each request once and waits for it to end.
+            # Each ends here, with the proxy's own answer, or a cut once its head went out.
+            self._stream_cancelled("shutdown")
+            if self._head_sent:
+                self._failed("shutdown")
+                raise _ShutdownCut from None
+            await self._refuse("shutdown")
         finally:
             otel_context.detach(token)
             span.end()
@@ -308,8 +339,27 @@ class _Exchange:
         self._span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, status)
         await _refuse(self._send, kind)
 
+    def _watch_failed(self, error: BaseException, reason: str | None = None) -> None:
+        """No answer will be relayed: the stream's span ends as in-process for a request that
+        failed before its response (``reason``: why it was cancelled)."""
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.learned(self._scan.fields)
+            watch.failed(error, reason=reason)
+
+    def _stream_cancelled(self, reason: str | None) -> None:
+        """The stream's span says ``cancelled``, whether or not its answer had come."""
+        if self._observer is not None:
+            self._observer.finish("cancelled", reason=reason)
+        else:
+            self._watch_failed(asyncio.CancelledError(), reason)
+
+    def _client_left(self) -> None:
+        self._stream_cancelled("client_disconnect")
+        self._failed("client_disconnect", 499)
+
     async def _forward(self) -> None:
-        app, upstream = self._app, self._upstream
+        app = self._app
         if self._method not in FORWARDED_METHODS:
             await self._refuse("bad_method")
             return
@@ -318,7 +368,7 @@ class _Exchange:
             await self._refuse("request_too_large")
             return
         try:
-            url = _target(upstream, self._rest, self._scope.get("query_string", b""))
+            url = _target(self._upstream, self._rest, self._scope.get("query_string", b""))
         except ValueError:
             await self._refuse("bad_path")
             return
@@ -335,7 +385,7 @@ class _Exchange:
         else:
             self._body_done.set()
         accept = _header(self._headers, b"accept")
-        watch = app.settings.begin(
+        self._watch = app.settings.begin(
             lambda settings: settings.watch(
                 app.client,
                 self._method,
@@ -347,38 +397,60 @@ class _Exchange:
                 accept=lambda: accept,
             )
         )
-        started = time.monotonic()
+        gone = asyncio.ensure_future(self._await_disconnect())
         try:
-            if watch is None:
-                response = await self._request(url, first)
-            else:
-                with watch:
-                    response = await self._request(url, first)
-        except Exception as exc:
-            if self._client_gone:
-                self._failed("client_disconnect", 499)
-            elif self._too_large:
-                await self._refuse("request_too_large")
-            else:
-                if watch is not None and watch.span is None:
-                    # A streaming request the upstream failed before answering: its stream span
-                    # ends as in-process (one already started ended as the send failed).
-                    watch.learned(self._scan.fields)
-                    watch.failed(exc)
-                kind = _before_answer(exc)
-                _LOG.warning(
-                    "upstream %s: %s after %.1fs (%s)",
-                    upstream.name,
-                    kind,
-                    time.monotonic() - started,
-                    type(exc).__name__,
-                )
-                await self._refuse(kind)
-            return
-        try:
-            await self._relay(response, watch)
+            response = await self._answer(url, first)
+            if response is not None:
+                try:
+                    await self._relay(response)
+                finally:
+                    response.close()
         finally:
-            response.close()
+            gone.cancel()
+
+    async def _answer(self, url: URL, first: Message | None) -> aiohttp.ClientResponse | None:
+        """The upstream's answer, once it is one the proxy may relay; None when the exchange
+        ended without one (refused, or the client left)."""
+        started = time.monotonic()
+        # Sent from this task, which goes straight on to relay the answer (aiohttp's reader
+        # raises an error it holds before the bytes it holds: an upstream cut just after the
+        # head would otherwise take the bytes before it). The client leaving cancels it here.
+        self._awaiting_answer = asyncio.current_task()
+        try:
+            with self._watch if self._watch is not None else contextlib.nullcontext():
+                try:
+                    answer: aiohttp.ClientResponse | BaseException = await self._request(url, first)
+                except BaseException as exc:  # judged below, out of the watch
+                    answer = exc
+        finally:
+            self._awaiting_answer = None
+        if self._cancelled_for_client:  # even while draining: it is the client that left
+            _uncancel()
+            if isinstance(answer, aiohttp.ClientResponse):
+                answer.close()
+            self._client_left()
+            return None
+        if isinstance(answer, aiohttp.ClientResponse):
+            return answer
+        if not isinstance(answer, Exception):
+            raise answer  # the drain's cancellation (run() answers it), or worse
+        if self._client_gone:  # the body's reader heard it leave: the send failed
+            self._client_left()
+        elif self._too_large:
+            self._watch_failed(answer)
+            await self._refuse("request_too_large")
+        else:
+            self._watch_failed(answer)
+            kind = _before_answer(answer)
+            _LOG.warning(
+                "upstream %s: %s after %.1fs (%s)",
+                self._upstream.name,
+                kind,
+                time.monotonic() - started,
+                type(answer).__name__,
+            )
+            await self._refuse(kind)
+        return None
 
     async def _request(self, url: URL, first: Message | None) -> aiohttp.ClientResponse:
         """The upstream's answer, once it is one the proxy may relay (else ``_Unrelayable``)."""
@@ -427,35 +499,32 @@ class _Exchange:
         finally:
             self._body_done.set()
 
-    async def _relay(self, response: aiohttp.ClientResponse, watch: Watch | None) -> None:
+    async def _relay(self, response: aiohttp.ClientResponse) -> None:
         """The answer: its head, then its body as it arrives, and how it ended passed on."""
+        watch, self._watch = self._watch, None
         observer: StreamObserver | None = None
         if watch is not None:
             watch.learned(self._scan.fields)
             observer = watch.response(response.status, response.headers, body_decoded=False)
+        self._observer = observer
         dropped = HOP_BY_HOP | _connection_tokens(response.raw_headers)
         head = [(k, v) for k, v in response.raw_headers if k.lower() not in dropped]
         self._span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, response.status)
         if response.status >= 500:
             self._span.set_status(Status(StatusCode.ERROR))
         send = self._send
+        # From now on the client leaving closes the response (no await since the request was
+        # answered, so it cannot have left unheard in between).
         self._response = response
-        watcher = asyncio.ensure_future(self._await_disconnect())
         try:
             await send({"type": "http.response.start", "status": response.status, "headers": head})
+            self._head_sent = True
             async for chunk in response.content.iter_any():
                 if self._client_gone:
                     break
                 if observer is not None:
                     observer.feed(chunk)
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        except asyncio.CancelledError:
-            # Not the client's doing: the server cancels what is left when its drain runs out.
-            reason = "shutdown" if self._app.draining else None
-            if observer is not None:
-                observer.finish("cancelled", reason=reason)
-            self._failed(reason or "cancelled")
-            raise
         except Exception as exc:
             if not self._client_gone:
                 if observer is not None:
@@ -465,27 +534,36 @@ class _Exchange:
                     "upstream %s: the body broke off (%s)", self._upstream.name, type(exc).__name__
                 )
                 raise UpstreamCut from exc
-        finally:
-            watcher.cancel()
         if self._client_gone:
-            # Closing the upstream response (the watcher did) cancels the upstream request.
-            if observer is not None:
-                observer.finish("cancelled", reason="client_disconnect")
-            self._failed("client_disconnect", 499)
+            self._client_left()
             return
         if observer is not None:
             observer.finish()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _await_disconnect(self) -> None:
-        """Once the request body is in, the client's next message can only be its disconnect:
-        then close the upstream response, which ends the relay's read at once."""
+        """The client leaving, at any moment: then the upstream request is cancelled, or its
+        response closed, which ends the relay's read at once. While the body streams, its
+        reader hears the client; once the body is in, the client's next message can only be
+        its disconnect."""
         await self._body_done.wait()
-        while (await self._receive())["type"] != "http.disconnect":
-            pass
-        self._client_gone = True
+        if not self._client_gone:
+            while (await self._receive())["type"] != "http.disconnect":
+                pass
+            self._client_gone = True
+        if self._awaiting_answer is not None:
+            self._cancelled_for_client = True
+            self._awaiting_answer.cancel()  # aiohttp closes the upstream connection
         if self._response is not None:
             self._response.close()
+
+
+def _uncancel() -> None:
+    """This task handled a cancellation it asked for itself: take it back (since Python 3.11
+    tasks count them, and ``asyncio.timeout``, which aiohttp uses, reads the count)."""
+    task = asyncio.current_task()
+    if sys.version_info >= (3, 11) and task is not None:
+        task.uncancel()
 
 
 _SET_BY_PROXY = frozenset({b"host", b"expect"})  # the upstream's host; 100-continue is uvicorn's

@@ -4,16 +4,23 @@ upstream that answers exactly the bytes each case gives it:
 - paths some server reads as a dot segment, and methods a reverse proxy does not forward: a 400
   before anything reaches the upstream; legitimate paths and methods still pass unchanged;
 - upstream answers: what HTTP allows is relayed, what the proxy cannot relay is a 502 that
-  says why, with the same reason on the span.
+  says why, with the same reason on the span;
+- a client that leaves at any moment cancels the upstream request at once (the upstream sees its
+  connection closed) and the stream span says ``cancelled``, ``client_disconnect``;
+- the end of the SIGTERM drain: every request still alive gets the proxy's own answer (or, once
+  its head went out, a cut connection), its span says ``shutdown``, and nothing is logged as a
+  crash.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import signal
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
@@ -31,6 +38,18 @@ def _reply(status: bytes = b"200 OK", *fields: bytes) -> bytes:
     """A whole answer with ``fields``: two bytes of body, and the connection closed after."""
     head = [b"HTTP/1.1 " + status, *fields, b"content-length: 2", b"connection: close"]
     return b"\r\n".join(head) + b"\r\n\r\nok"
+
+
+EVENT = b'data: {"choices": [{"delta": {"content": "a"}}]}\n\n'
+#: The head of an SSE stream and its first event, the stream left open.
+SSE_OPENING = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    + b"%x\r\n%s\r\n" % (len(EVENT), EVENT)
+)
+#: "stream" first: the first piece of a body cut short already says it asks for a stream.
+BODY = json.dumps(
+    {"stream": True, "model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
+).encode()
 
 
 class _ScriptedUpstream:
@@ -161,6 +180,19 @@ def _server_span(proxy: RunningProxy, target: str) -> ReadableSpan:
         ]
 
     wait_for(found, f"the server span of {path}")
+    (span,) = found()
+    return span
+
+
+def _stream_span(proxy: RunningProxy, server: ReadableSpan) -> ReadableSpan:
+    def found() -> list[ReadableSpan]:
+        return [
+            span
+            for span in proxy.otel.spans()
+            if span.parent is not None and span.parent.span_id == server.context.span_id
+        ]
+
+    wait_for(found, "the stream span")
     (span,) = found()
     return span
 
@@ -368,3 +400,125 @@ def test_an_answer_the_proxy_cannot_relay_is_a_502_that_says_why(
     assert server.status.status_code is StatusCode.ERROR
     # the upstream's connection is not kept for another request
     assert upstream.event("closed", path).wait(MAX_WAIT)
+
+
+# -- a client that leaves --------------------------------------------------------------------
+
+
+def _post(target: str, body: bytes, length: int) -> bytes:
+    head = f"POST {target} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+    return head.encode() + b"content-length: %d\r\n\r\n" % length + body
+
+
+#: How far a request got when its client left or the drain ran out: what the upstream answers,
+#: what the client sends, and whether the client waits for an event (else for the upstream to
+#: have the request's head).
+PHASES: dict[str, tuple[bytes, Callable[[str], bytes], bool]] = {
+    "while the proxy waits for the upstream's headers": (
+        b"",
+        lambda target: _post(target, BODY, len(BODY)),
+        False,
+    ),
+    "while its body is being sent": (
+        b"",
+        lambda target: _post(target, BODY[:30], len(BODY)),
+        False,
+    ),
+    "mid-stream": (SSE_OPENING, lambda target: _post(target, BODY, len(BODY)), True),
+}
+
+
+def _until_in_phase(
+    sock: socket.socket, upstream: _ScriptedUpstream, path: str, phase: str
+) -> bytes:
+    """Send the phase's request for ``path``; what the client read once it is there."""
+    reply, request, waits_for_event = PHASES[phase]
+    upstream.replies[path] = reply
+    sock.sendall(request("/up" + path))
+    received = b""
+    if waits_for_event:
+        while b"data: " not in received:
+            chunk = sock.recv(65536)
+            assert chunk, received
+            received += chunk
+    else:
+        assert upstream.event("asked", path).wait(MAX_WAIT)
+    return received
+
+
+@pytest.mark.parametrize("phase", list(PHASES))
+def test_a_client_that_leaves_at_any_moment_cancels_the_upstream_request(
+    proxy: RunningProxy, upstream: _ScriptedUpstream, phase: str
+) -> None:
+    # the route's own path (its stream span starts at the send), told apart by its query
+    path = f"/v1/chat/completions?leave={list(PHASES).index(phase)}"
+    proxy.otel.exporter.clear()
+    with _connection(proxy) as sock:
+        _until_in_phase(sock, upstream, path, phase)
+    # The client closed its connection: the proxy closes the upstream's at once (its idle
+    # timeout, 300 s, is far past this wait).
+    assert upstream.event("closed", path).wait(MAX_WAIT)
+    server = _server_span(proxy, path)
+    assert (server.attributes or {})[semconv.ERROR_TYPE] == "client_disconnect"
+    stream = dict(_stream_span(proxy, server).attributes or {})
+    assert stream[semconv.OUTCOME] == "cancelled"
+    assert stream[semconv.CANCEL_REASON] == "client_disconnect"
+    wait_for(lambda: proxy.app.in_flight == 0, "the exchange to end")
+    assert proxy.otel.active_streams() == 0
+
+
+# -- the drain's end -------------------------------------------------------------------------
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+DRAINED = ["before its body arrives", *PHASES]
+
+
+@pytest.mark.parametrize("phase", DRAINED)
+def test_past_the_drain_every_request_alive_gets_the_proxys_answer_and_a_shutdown_span(
+    upstream: _ScriptedUpstream, phase: str
+) -> None:
+    path = f"/v1/chat/completions?drain={DRAINED.index(phase)}"
+    server_log = logging.getLogger("uvicorn.error")
+    with start_proxy(config_for(upstream.base, drain_timeout=0.2)) as proxy:
+        records = _Records()
+        server_log.addHandler(records)  # after uvicorn configured its logging
+        try:
+            with _connection(proxy) as sock:
+                if phase == "before its body arrives":
+                    sock.sendall(_post("/up" + path, b"", len(BODY)))
+                    wait_for(lambda: proxy.app.in_flight == 1, "the request to be in flight")
+                    opened = b""
+                else:
+                    opened = _until_in_phase(sock, upstream, path, phase)
+                proxy.server.handle_exit(signal.SIGTERM, None)
+                answer = opened + _read_until_closed(sock)
+            server = _server_span(proxy, path)
+            stream = None if phase == "before its body arrives" else _stream_span(proxy, server)
+        finally:
+            server_log.removeHandler(records)
+    if phase == "mid-stream":
+        # its head and first event went out: the connection is cut, never a clean end
+        assert answer.startswith(b"HTTP/1.1 200 ")
+        assert EVENT in answer
+        assert not answer.endswith(b"0\r\n\r\n")
+    else:
+        assert _refusal(answer) == (503, "shutdown")
+    assert (server.attributes or {})[semconv.ERROR_TYPE] == "shutdown"
+    if stream is not None:
+        assert (stream.attributes or {})[semconv.OUTCOME] == "cancelled"
+        assert (stream.attributes or {})[semconv.CANCEL_REASON] == "shutdown"
+        assert upstream.event("closed", path).wait(MAX_WAIT)
+    # the drain's end is the proxy's business, not a crash: no traceback (uvicorn's own line
+    # says the drain ran out)
+    messages = [r.getMessage() for r in records.records]
+    assert any("graceful shutdown exceeded" in message for message in messages), messages
+    assert [r.getMessage() for r in records.records if r.exc_info] == []
