@@ -305,11 +305,12 @@ class Watch:
         except Exception as exc:
             self.contain(exc)
 
-    def failed(self, error: BaseException) -> None:
-        """The request raised before any response (connect error, timeout): end the span."""
+    def failed(self, error: BaseException, *, reason: str | None = None) -> None:
+        """The request raised before any response (connect error, timeout): end the span
+        (``reason``: why it was cancelled, when the caller knows)."""
         if self.span is not None:
             observer = StreamObserver(self, self._route_name(), self._server_attributes())
-            observer.finish(stream_error(error))
+            observer.finish(stream_error(error), reason=reason)
 
     def contain(self, error: Exception) -> None:
         """otelsse itself failed around the send: count it and end the span it started."""

@@ -11,21 +11,31 @@ The request body streams upstream as the client sends it, scanned on the way for
 ones) and bytes (still content-coded: the observer decodes its own copy) go back as they
 arrive; ``send`` waits while the client's socket is full, so a slow client slows the upstream
 read. How the stream ended is passed on: an upstream cut aborts the client's connection (no
-clean end of chunks), a client that leaves closes the upstream connection (``cancelled``).
+clean end of chunks); a client that leaves, at any moment, cancels the upstream request and
+closes its connection (``cancelled``).
+
+What the proxy will not pass on it refuses with its own short JSON error, saying why: a path
+some server would read as a dot segment, a method a reverse proxy does not forward, an upstream
+answer HTTP does not let it relay.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import json
 import logging
+import re
+import sys
 import time
+import unicodedata
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote_to_bytes
 
 import aiohttp
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.metrics import MeterProvider
@@ -33,14 +43,14 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvid
 from yarl import URL
 
 from .. import semconv
-from ..instrumentation._client import RequestScan, get_client
+from ..instrumentation._client import RequestScan, error_chain, get_client
 from ..instrumentation._observer import Settings, StreamObserver, Watch
 from ..monitor import Limits
 from ..routes import register_host
 from ..telemetry import Telemetry
 from ._config import ProxyConfig, Upstream
 
-__all__ = ["ProxyApp"]
+__all__ = ["MAX_RESPONSE_HEADERS", "MAX_RESPONSE_LINE_BYTES", "ProxyApp"]
 
 Message = MutableMapping[str, Any]
 Scope = MutableMapping[str, Any]
@@ -70,20 +80,43 @@ HOP_BY_HOP = frozenset(
 _AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
 _MAX_PATH_CHARS = 512
 
+#: The methods forwarded: RFC 9110 §9.3's methods on a target resource, and PATCH (RFC 5789).
+#: Not CONNECT (§9.3.6: a tunnel to an authority, a forward proxy's business; aiohttp would send
+#: it to the upstream's host and port), nor TRACE (§9.3.8: the request, credentials and all,
+#: reflected back), nor a method whose meaning the proxy does not know.
+FORWARDED_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+#: Bounds on the upstream's response head, above aiohttp's defaults (8,190 bytes a line and
+#: 128 fields) that common clients read past: 16 KiB is the whole head that Node
+#: (``--max-http-header-size``) and httpx (h11's ``max_incomplete_event_size``) accept, so no
+#: line those clients read is refused; 512 fields is past Python's http.client (100) and
+#: aiohttp (128). A head that is larger costs the proxy at most fields x line in memory.
+MAX_RESPONSE_LINE_BYTES = 16 * 1024
+MAX_RESPONSE_HEADERS = 512
+
 #: The proxy's own failures: status and the ``error.type`` on its span (and in its JSON body).
 _FAILURES: dict[str, tuple[int, str]] = {
     "unknown_upstream": (404, "no upstream of that name is configured"),
-    "bad_path": (400, "the path may not leave its upstream (dot segments)"),
+    "bad_path": (400, "the path has a segment a server may read as '.' or '..'"),
+    "bad_method": (400, "the proxy forwards GET, HEAD, POST, PUT, PATCH, DELETE and OPTIONS only"),
     "request_too_large": (413, "the request body is larger than the proxy forwards"),
     "too_many_streams": (503, "the proxy is at its limit of concurrent requests"),
     "too_many_connections": (503, "the proxy is at its limit of open connections"),
     "draining": (503, "the proxy is shutting down"),
+    "shutdown": (503, "the proxy shut down before the upstream answered"),
     # Answered by the connection (_server.BoundedHttpProtocol) before the app sees a request.
     "header_too_large": (431, "the request head is larger than the proxy reads"),
     "uri_too_long": (414, "the request line is larger than the proxy reads"),
     "request_timeout": (408, "the request did not arrive in time"),
     "upstream_unreachable": (502, "the upstream could not be reached"),
     "upstream_disconnected": (502, "the upstream closed the connection before answering"),
+    "upstream_head_too_large": (
+        502,
+        f"the upstream's response head has more than {MAX_RESPONSE_HEADERS} fields or a line "
+        f"over {MAX_RESPONSE_LINE_BYTES} bytes",
+    ),
+    "upstream_bad_status": (502, "the upstream answered with a status HTTP does not define"),
+    "upstream_invalid_response": (502, "the upstream's response is not valid HTTP"),
     "upstream_timeout": (504, "the upstream did not answer in time"),
 }
 #: The proxy is full for now, not broken: its 503 says when to try again (RFC 9110 §10.2.3).
@@ -140,6 +173,9 @@ class ProxyApp:
             auto_decompress=False,
             cookie_jar=aiohttp.DummyCookieJar(),
             trust_env=False,
+            max_line_size=MAX_RESPONSE_LINE_BYTES,
+            max_field_size=MAX_RESPONSE_LINE_BYTES,
+            max_headers=MAX_RESPONSE_HEADERS,
         )
 
     async def shutdown(self) -> None:
@@ -197,12 +233,25 @@ class UpstreamCut(Exception):
     broke off (the ASGI way of saying "do not end this response cleanly")."""
 
 
+class _ShutdownCut(UpstreamCut):
+    """The drain ran out mid-stream: the client's connection is cut as for an upstream cut (the
+    server aborts it and logs no traceback), never ended as if the answer were whole."""
+
+
 class _ClientLeft(Exception):
     """The client disconnected while its request body was being sent on."""
 
 
 class _RequestTooLarge(Exception):
     """The client's body went past ``max_request_bytes`` while it was being sent on."""
+
+
+class _Unrelayable(Exception):
+    """The upstream answered what the proxy may not relay; ``kind`` says why."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
 
 
 class _Exchange:
@@ -227,9 +276,18 @@ class _Exchange:
         self._headers: list[tuple[bytes, bytes]] = list(scope.get("headers", ()))
         self._scan = RequestScan()
         self._body_done = asyncio.Event()
-        self._client_gone = False
+        self._client_gone = False  # whichever part of the exchange heard it
         self._too_large = False
         self._response: aiohttp.ClientResponse | None = None
+        #: The stream's watch until its answer or its failure is known; then the observer of
+        #: its body, if it is a stream.
+        self._watch: Watch | None = None
+        self._observer: StreamObserver | None = None
+        self._head_sent = False
+        #: This exchange's task while it waits for the upstream's answer, and whether the
+        #: client's leaving cancelled it.
+        self._awaiting_answer: asyncio.Task[Any] | None = None
+        self._cancelled_for_client = False
         self._span: Span = trace.INVALID_SPAN
 
     async def run(self) -> None:
@@ -244,6 +302,19 @@ class _Exchange:
         token = otel_context.attach(trace.set_span_in_context(span, parent))
         try:
             await self._forward()
+        except asyncio.CancelledError:
+            # Never the client's doing (its leaving is heard, see _await_disconnect).
+            if not self._app.draining:
+                self._stream_cancelled(None)
+                self._failed("cancelled")
+                raise
+            # The drain ran out: the server cancels each request once and waits for it to end.
+            # Each ends here, with the proxy's own answer, or a cut once its head went out.
+            self._stream_cancelled("shutdown")
+            if self._head_sent:
+                self._failed("shutdown")
+                raise _ShutdownCut from None
+            await self._refuse("shutdown")
         finally:
             otel_context.detach(token)
             span.end()
@@ -276,14 +347,36 @@ class _Exchange:
         self._span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, status)
         await _refuse(self._send, kind)
 
+    def _watch_failed(self, error: BaseException, reason: str | None = None) -> None:
+        """No answer will be relayed: the stream's span ends as in-process for a request that
+        failed before its response (``reason``: why it was cancelled)."""
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.learned(self._scan.fields)
+            watch.failed(error, reason=reason)
+
+    def _stream_cancelled(self, reason: str | None) -> None:
+        """The stream's span says ``cancelled``, whether or not its answer had come."""
+        if self._observer is not None:
+            self._observer.finish("cancelled", reason=reason)
+        else:
+            self._watch_failed(asyncio.CancelledError(), reason)
+
+    def _client_left(self) -> None:
+        self._stream_cancelled("client_disconnect")
+        self._failed("client_disconnect", 499)
+
     async def _forward(self) -> None:
-        app, upstream = self._app, self._upstream
+        app = self._app
+        if self._method not in FORWARDED_METHODS:
+            await self._refuse("bad_method")
+            return
         length = _header(self._headers, b"content-length")
         if length is not None and length.isdigit() and int(length) > app.config.max_request_bytes:
             await self._refuse("request_too_large")
             return
         try:
-            url = _target(upstream, self._rest, self._scope.get("query_string", b""))
+            url = _target(self._upstream, self._rest, self._scope.get("query_string", b""))
         except ValueError:
             await self._refuse("bad_path")
             return
@@ -300,7 +393,7 @@ class _Exchange:
         else:
             self._body_done.set()
         accept = _header(self._headers, b"accept")
-        watch = app.settings.begin(
+        self._watch = app.settings.begin(
             lambda settings: settings.watch(
                 app.client,
                 self._method,
@@ -312,40 +405,63 @@ class _Exchange:
                 accept=lambda: accept,
             )
         )
-        started = time.monotonic()
+        gone = asyncio.ensure_future(self._await_disconnect())
         try:
-            if watch is None:
-                response = await self._request(url, first)
-            else:
-                with watch:
-                    response = await self._request(url, first)
-        except Exception as exc:
-            if self._client_gone:
-                self._failed("client_disconnect", 499)
-            elif self._too_large:
-                await self._refuse("request_too_large")
-            else:
-                if watch is not None and watch.span is None:
-                    # A streaming request the upstream failed before answering: its stream span
-                    # ends as in-process (one already started ended as the send failed).
-                    watch.learned(self._scan.fields)
-                    watch.failed(exc)
-                kind = _before_answer(exc)
-                _LOG.warning(
-                    "upstream %s: %s after %.1fs (%s)",
-                    upstream.name,
-                    kind,
-                    time.monotonic() - started,
-                    type(exc).__name__,
-                )
-                await self._refuse(kind)
-            return
-        try:
-            await self._relay(response, watch)
+            response = await self._answer(url, first)
+            if response is not None:
+                try:
+                    await self._relay(response)
+                finally:
+                    response.close()
         finally:
-            response.close()
+            gone.cancel()
+
+    async def _answer(self, url: URL, first: Message | None) -> aiohttp.ClientResponse | None:
+        """The upstream's answer, once it is one the proxy may relay; None when the exchange
+        ended without one (refused, or the client left)."""
+        started = time.monotonic()
+        # Sent from this task, which goes straight on to relay the answer (aiohttp's reader
+        # raises an error it holds before the bytes it holds: an upstream cut just after the
+        # head would otherwise take the bytes before it). The client leaving cancels it here.
+        self._awaiting_answer = asyncio.current_task()
+        try:
+            with self._watch if self._watch is not None else contextlib.nullcontext():
+                try:
+                    answer: aiohttp.ClientResponse | BaseException = await self._request(url, first)
+                except BaseException as exc:  # judged below, out of the watch
+                    answer = exc
+        finally:
+            self._awaiting_answer = None
+        if self._cancelled_for_client:  # even while draining: it is the client that left
+            _uncancel()
+            if isinstance(answer, aiohttp.ClientResponse):
+                answer.close()
+            self._client_left()
+            return None
+        if isinstance(answer, aiohttp.ClientResponse):
+            return answer
+        if not isinstance(answer, Exception):
+            raise answer  # the drain's cancellation (run() answers it), or worse
+        if self._client_gone:  # the body's reader heard it leave: the send failed
+            self._client_left()
+        elif self._too_large:
+            self._watch_failed(answer)
+            await self._refuse("request_too_large")
+        else:
+            self._watch_failed(answer)
+            kind = _before_answer(answer)
+            _LOG.warning(
+                "upstream %s: %s after %.1fs (%s)",
+                self._upstream.name,
+                kind,
+                time.monotonic() - started,
+                type(answer).__name__,
+            )
+            await self._refuse(kind)
+        return None
 
     async def _request(self, url: URL, first: Message | None) -> aiohttp.ClientResponse:
+        """The upstream's answer, once it is one the proxy may relay (else ``_Unrelayable``)."""
         dropped = HOP_BY_HOP | _connection_tokens(self._headers)
         headers = [
             (name.decode("latin-1"), value.decode("latin-1"))
@@ -354,7 +470,7 @@ class _Exchange:
         ]
         sent = {name.lower() for name, _ in headers}
         session = self._app.session
-        return await session.request(
+        response = await session.request(
             self._method,
             url,
             headers=headers,
@@ -362,6 +478,11 @@ class _Exchange:
             allow_redirects=False,
             skip_auto_headers=[name for name in _AUTO_HEADERS if name.lower() not in sent],
         )
+        kind = _unrelayable(response)
+        if kind is not None:
+            response.close()  # the rest of this answer is not read: the connection goes
+            raise _Unrelayable(kind)
+        return response
 
     async def _body(self, message: Message) -> AsyncIterator[bytes]:
         """The client's body as it arrives, from its first ``message`` (already scanned): the
@@ -386,35 +507,32 @@ class _Exchange:
         finally:
             self._body_done.set()
 
-    async def _relay(self, response: aiohttp.ClientResponse, watch: Watch | None) -> None:
+    async def _relay(self, response: aiohttp.ClientResponse) -> None:
         """The answer: its head, then its body as it arrives, and how it ended passed on."""
+        watch, self._watch = self._watch, None
         observer: StreamObserver | None = None
         if watch is not None:
             watch.learned(self._scan.fields)
             observer = watch.response(response.status, response.headers, body_decoded=False)
+        self._observer = observer
         dropped = HOP_BY_HOP | _connection_tokens(response.raw_headers)
         head = [(k, v) for k, v in response.raw_headers if k.lower() not in dropped]
         self._span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, response.status)
         if response.status >= 500:
             self._span.set_status(Status(StatusCode.ERROR))
         send = self._send
+        # From now on the client leaving closes the response (no await since the request was
+        # answered, so it cannot have left unheard in between).
         self._response = response
-        watcher = asyncio.ensure_future(self._await_disconnect())
         try:
             await send({"type": "http.response.start", "status": response.status, "headers": head})
+            self._head_sent = True
             async for chunk in response.content.iter_any():
                 if self._client_gone:
                     break
                 if observer is not None:
                     observer.feed(chunk)
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        except asyncio.CancelledError:
-            # Not the client's doing: the server cancels what is left when its drain runs out.
-            reason = "shutdown" if self._app.draining else None
-            if observer is not None:
-                observer.finish("cancelled", reason=reason)
-            self._failed(reason or "cancelled")
-            raise
         except Exception as exc:
             if not self._client_gone:
                 if observer is not None:
@@ -424,27 +542,36 @@ class _Exchange:
                     "upstream %s: the body broke off (%s)", self._upstream.name, type(exc).__name__
                 )
                 raise UpstreamCut from exc
-        finally:
-            watcher.cancel()
         if self._client_gone:
-            # Closing the upstream response (the watcher did) cancels the upstream request.
-            if observer is not None:
-                observer.finish("cancelled", reason="client_disconnect")
-            self._failed("client_disconnect", 499)
+            self._client_left()
             return
         if observer is not None:
             observer.finish()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _await_disconnect(self) -> None:
-        """Once the request body is in, the client's next message can only be its disconnect:
-        then close the upstream response, which ends the relay's read at once."""
+        """The client leaving, at any moment: then the upstream request is cancelled, or its
+        response closed, which ends the relay's read at once. While the body streams, its
+        reader hears the client; once the body is in, the client's next message can only be
+        its disconnect."""
         await self._body_done.wait()
-        while (await self._receive())["type"] != "http.disconnect":
-            pass
-        self._client_gone = True
+        if not self._client_gone:
+            while (await self._receive())["type"] != "http.disconnect":
+                pass
+            self._client_gone = True
+        if self._awaiting_answer is not None:
+            self._cancelled_for_client = True
+            self._awaiting_answer.cancel()  # aiohttp closes the upstream connection
         if self._response is not None:
             self._response.close()
+
+
+def _uncancel() -> None:
+    """This task handled a cancellation it asked for itself: take it back (since Python 3.11
+    tasks count them, and ``asyncio.timeout``, which aiohttp uses, reads the count)."""
+    task = asyncio.current_task()
+    if sys.version_info >= (3, 11) and task is not None:
+        task.uncancel()
 
 
 _SET_BY_PROXY = frozenset({b"host", b"expect"})  # the upstream's host; 100-continue is uvicorn's
@@ -469,28 +596,97 @@ def _connection_tokens(headers: Any) -> frozenset[bytes]:
 def _target(upstream: Upstream, rest: bytes, query: bytes) -> URL:
     """The upstream URL for the rest of the client's path, as the client encoded it.
 
-    Raises ValueError for a path that would leave the upstream's base path (a ``.``/``..``
-    segment, plain or percent-encoded) or its host.
+    Raises ValueError for a path that would leave the upstream's base path (a segment some
+    server reads as ``.`` or ``..``, see ``_dot_segment``) or its host.
     """
-    path = rest.decode("latin-1")
-    if any(segment in (".", "..") for segment in unquote(path).split("/")):
+    if _dot_segment(rest):
         raise ValueError("dot segment")
     base = upstream.base
-    text = str(base) + path + ("?" + query.decode("latin-1") if query else "")
+    text = str(base) + rest.decode("latin-1") + ("?" + query.decode("latin-1") if query else "")
     url = URL(text, encoded=True)
     if (url.scheme, url.host, url.port) != (base.scheme, base.host, base.port):
         raise ValueError("host changed")
     return url
 
 
+#: What some server takes for a path separator: ``/``, and ``\`` (IIS, Windows file servers).
+_SEPARATORS = re.compile(r"[/\\]")
+#: Where some server ends a segment before it resolves it: path parameters (``;``: Tomcat,
+#: Jetty, Spring), a query or fragment (decoded from ``%3f``, ``%23``), a NUL (C strings).
+_SEGMENT_END = re.compile(r"[;?#\x00]")
+#: Percent-decodings a server may apply (some decode twice); a path that a third one still
+#: changes is only hiding something, and is refused.
+_DECODINGS = 2
+
+
+def _dot_segment(path: bytes) -> bool:
+    """Whether some server may read a segment of ``path`` as ``.`` or ``..`` (and, removing
+    dot segments as RFC 3986 §5.2.4 says, leave the upstream's base path).
+
+    The path is judged as the most lenient server reads it: percent-decoded twice, UTF-8 (an
+    invalid sequence, such as the overlong ``%c0%ae`` for a dot, is refused: RFC 3629 §10),
+    folded by NFKC (fullwidth dots and solidus, dot leaders), split at ``/`` and ``\\``, each
+    segment cut at ``_SEGMENT_END``. A segment of dots, with or without spaces, is refused:
+    Windows trims trailing dots and spaces.
+    """
+    decoded = path
+    for _ in range(_DECODINGS):
+        decoded = unquote_to_bytes(decoded)
+    if unquote_to_bytes(decoded) != decoded:
+        return True
+    try:
+        text = unicodedata.normalize("NFKC", decoded.decode("utf-8"))
+    except UnicodeDecodeError:
+        return True
+    for segment in _SEPARATORS.split(text):
+        kept = _SEGMENT_END.split(segment, 1)[0]
+        if "." in kept and not kept.replace(".", "").strip():
+            return True
+    return False
+
+
+#: RFC 9110 §5.5: a field value with CR, LF or NUL is "invalid and dangerous", one with another
+#: CTL invalid too (kept only where no downstream parser reads it: not a proxy's case).
+_INVALID_FIELD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _unrelayable(response: aiohttp.ClientResponse) -> str | None:
+    """Why the proxy may not relay the upstream's answer, or None.
+
+    RFC 9110 §15: "Values outside the range 100..599 are invalid", and a recipient treats one
+    as a 5xx: for a gateway, a 502 (§15.6.3). Any code of 200-599 is relayed as it is (a client
+    treats one it does not know as the x00 of its class). Of the 1xx, aiohttp reads past the
+    interim ones; a 101 switches to a protocol the proxy never asked for (it forwards no
+    ``Upgrade``; §15.2.2, §7.8).
+    """
+    if not 200 <= response.status <= 599:
+        return "upstream_bad_status"
+    if any(_INVALID_FIELD_VALUE.search(value) for _, value in response.raw_headers):
+        return "upstream_invalid_response"
+    return None
+
+
 def _before_answer(error: BaseException) -> str:
-    """The proxy's name for a failure before the upstream's answer arrived."""
+    """The proxy's name for a failure before the upstream's answer could be relayed."""
+    if isinstance(error, _Unrelayable):
+        return error.kind
     if isinstance(error, (aiohttp.ServerTimeoutError, asyncio.TimeoutError)):
         return "upstream_timeout"
     if isinstance(error, aiohttp.ServerDisconnectedError):
         return "upstream_disconnected"
     if isinstance(error, OSError) and error.errno in (errno.EMFILE, errno.ENFILE):
         return "too_many_connections"  # the proxy's descriptors ran out, not the upstream
+    # aiohttp's parser: a line past its bound is a LineTooLong, too many fields a plain
+    # BadHttpMessage that says so; any other HttpProcessingError is a head that is not HTTP.
+    chain = list(error_chain(error))
+    if any(
+        isinstance(link, LineTooLong)
+        or (isinstance(link, HttpProcessingError) and link.message == "Too many headers received")
+        for link in chain
+    ):
+        return "upstream_head_too_large"
+    if any(isinstance(link, HttpProcessingError) for link in chain):
+        return "upstream_invalid_response"
     return "upstream_unreachable"
 
 
