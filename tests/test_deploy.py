@@ -36,6 +36,7 @@ from otelsse.cli import _parser
 from otelsse.demo.provider import SCENARIOS
 from otelsse.proxy import ConfigError, ProxyConfig, load_config
 from otelsse.proxy._config import parse_upstream
+from otelsse.proxy._server import FD_RESERVE
 from otelsse.routes import get_route
 from tests._compose import (
     Instruction,
@@ -409,6 +410,10 @@ def test_compose_runs_the_proxy_with_its_config_and_the_fake_provider(
     published = {int(str(port).rsplit(":", 1)[-1].split("/")[0]) for port in proxy["ports"]}
     assert published == {config.listen[1], config.metrics_listen[1]} == exposed
     assert seconds(proxy["stop_grace_period"]) > config.drain_timeout
+    # The descriptors carry max_streams, or the proxy refuses to start (raise_descriptor_limit).
+    nofile = proxy["ulimits"]["nofile"]
+    assert nofile["soft"] <= nofile["hard"]
+    assert nofile["hard"] >= 2 * config.max_streams + FD_RESERVE
     # The upstream "fake" is the fake provider, where it listens.
     provider = services["fake-provider"]
     provider_args = demo_args(provider["command"])
