@@ -105,6 +105,13 @@ class Telemetry:
     def instrumentation_errors(self) -> float:
         return sum(p.value for p in self.points(semconv.INSTRUMENTATION_ERRORS.name))
 
+    def errors_by_stage(self) -> dict[str, float]:
+        """``otelsse.instrumentation.errors`` per stage (every stage, pre-created at 0)."""
+        return {
+            p.attributes[semconv.INSTRUMENTATION_STAGE]: p.value
+            for p in self.points(semconv.INSTRUMENTATION_ERRORS.name)
+        }
+
 
 def attribute_values(spans: Iterable[ReadableSpan]) -> list[str]:
     """Every attribute value and event attribute of ``spans`` as text (for canary searches)."""

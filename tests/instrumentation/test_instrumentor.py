@@ -224,10 +224,7 @@ def test_a_client_library_of_a_shape_otelsse_does_not_know_costs_that_library_on
         with requests.post(url, json={"model": "m", "stream": True}, stream=True) as response:
             assert response.content == read_fixture(CHAT)
         assert (otel.stream_span().attributes or {})[semconv.OUTCOME] == "complete"
-        errors = {
-            p.attributes[semconv.INSTRUMENTATION_STAGE]: p.value
-            for p in otel.points(semconv.INSTRUMENTATION_ERRORS.name)
-        }
+        errors = otel.errors_by_stage()
     finally:
         otel.uninstall()
     assert errors["patch"] == 1

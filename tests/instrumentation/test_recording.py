@@ -138,10 +138,7 @@ def test_a_recorder_directory_that_cannot_be_made_leaves_the_rest_of_the_instrum
             url = serve_three(server)[1]
             got = [stream(url) for _ in range(2)]
             spans = otel.spans()
-            errors = {
-                p.attributes[semconv.INSTRUMENTATION_STAGE]: p.value
-                for p in otel.points(semconv.INSTRUMENTATION_ERRORS.name)
-            }
+            errors = otel.errors_by_stage()
         finally:
             otel.uninstall()
     body = read_fixture(TOOLS)
@@ -174,10 +171,7 @@ def test_an_entry_the_ring_cannot_remove_is_counted_as_a_record_error(
         for _ in range(3):
             stream(url)
         spans = otel.spans()
-        errors = {
-            p.attributes[semconv.INSTRUMENTATION_STAGE]: p.value
-            for p in otel.points(semconv.INSTRUMENTATION_ERRORS.name)
-        }
+        errors = otel.errors_by_stage()
     finally:
         otel.uninstall()
     assert all(semconv.RECORDING_ID in (span.attributes or {}) for span in spans)
@@ -203,10 +197,7 @@ def test_a_recorder_that_cannot_write_is_contained_and_counted(
     try:
         got = stream(serve_three(server)[1])
         (span,) = otel.spans()
-        errors = {
-            p.attributes[semconv.INSTRUMENTATION_STAGE]: p.value
-            for p in otel.points(semconv.INSTRUMENTATION_ERRORS.name)
-        }
+        errors = otel.errors_by_stage()
     finally:
         otel.uninstall()
     body = read_fixture(TOOLS)

@@ -16,7 +16,6 @@ import errno
 import json
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -33,7 +32,7 @@ from otelsse.proxy._app import _before_answer, refusal
 from otelsse.proxy._server import FD_RESERVE
 
 from .conftest import MAX_WAIT, RecordingUpstream, config_for, start_proxy, wait_for
-from .test_proxy_process import free_port
+from .test_proxy_process import free_port, proxy_command, proxy_process
 
 CHAT = "/v1/chat/completions"
 BODY = json.dumps({"messages": [], "model": "gpt-4o-mini", "stream": True}).encode()
@@ -222,59 +221,6 @@ def test_a_connection_with_no_request_under_way_is_closed(
 
 # -- file descriptors -------------------------------------------------------------------------
 
-#: Runs ``otelsse proxy ARGS`` with the soft and hard RLIMIT_NOFILE it is given (a hard limit
-#: of -1: the one this process has), as a container's ``nofile`` would start it.
-_UNDER_LIMIT = """\
-import resource, runpy, sys
-soft, hard = int(sys.argv[1]), int(sys.argv[2])
-if hard < 0:
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-sys.argv = ["otelsse", *sys.argv[3:]]
-runpy.run_module("otelsse", run_name="__main__")
-"""
-
-
-def proxy_command(soft: int, hard: int, port: int, *flags: str) -> list[str]:
-    return [
-        sys.executable,
-        "-c",
-        _UNDER_LIMIT,
-        str(soft),
-        str(hard),
-        "proxy",
-        "--listen",
-        f"127.0.0.1:{port}",
-        *flags,
-    ]
-
-
-@contextlib.contextmanager
-def proxy_under_limit(soft: int, hard: int, *flags: str) -> Iterator[str]:
-    """``otelsse proxy`` started under that limit, once ``/healthz`` answers; its base URL."""
-    port = free_port()
-    process = subprocess.Popen(
-        proxy_command(soft, hard, port, *flags),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        assert process.poll() is None, process.communicate()
-        try:
-            return httpx.get(base + "/healthz").status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        wait_for(up, "the proxy process to serve")
-        yield base
-    finally:
-        process.kill()
-        process.communicate(timeout=MAX_WAIT)
-
 
 class GatedUpstream:
     """An SSE upstream on a background thread: each stream sends its first event at once and
@@ -375,7 +321,10 @@ def test_the_soft_limit_is_raised_so_the_streams_it_allows_get_through(
     # 40 streams hold 80 descriptors and more: past the soft limit of 64 it was given.
     count = 40
     with (
-        proxy_under_limit(64, -1, "--upstream", f"up={gated.base}", "--max-streams", "40") as base,
+        proxy_process("--upstream", f"up={gated.base}", "--max-streams", "40", nofile=(64, -1)) as (
+            _,
+            base,
+        ),
         ThreadPoolExecutor(count) as pool,
     ):
         futures = stream_all(pool, base + "/up" + CHAT, count)
@@ -389,7 +338,7 @@ def test_the_soft_limit_is_raised_so_the_streams_it_allows_get_through(
 def test_a_max_streams_the_limit_cannot_carry_is_refused_before_listening() -> None:
     port = free_port()
     done = subprocess.run(
-        proxy_command(256, 256, port, "--upstream", "up=http://127.0.0.1:9"),
+        proxy_command(port, "--upstream", "up=http://127.0.0.1:9", nofile=(256, 256)),
         capture_output=True,
         text=True,
         timeout=MAX_WAIT,
@@ -412,7 +361,7 @@ def test_connections_past_what_the_descriptors_carry_get_503_and_retry_after(
     clients = limit - FD_RESERVE - streams
     flags = ("--upstream", f"up={gated.base}", "--max-streams", str(streams))
     with (
-        proxy_under_limit(limit, limit, *flags, "--keep-alive-timeout", "60") as base,
+        proxy_process(*flags, "--keep-alive-timeout", "60", nofile=(limit, limit)) as (_, base),
         ThreadPoolExecutor(streams) as pool,
         contextlib.ExitStack() as idle,
     ):

@@ -32,16 +32,37 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+#: Runs ``otelsse ARGS`` with the soft and hard RLIMIT_NOFILE it is given (a hard limit of -1:
+#: the one this process has), as a container's ``nofile`` would start it.
+_UNDER_LIMIT = """\
+import resource, runpy, sys
+soft, hard = int(sys.argv[1]), int(sys.argv[2])
+if hard < 0:
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+sys.argv = ["otelsse", *sys.argv[3:]]
+runpy.run_module("otelsse", run_name="__main__")
+"""
+
+
+def proxy_command(port: int, *flags: str, nofile: tuple[int, int] | None = None) -> list[str]:
+    """The command line of ``otelsse proxy`` on ``port``; under ``nofile`` (soft, hard) if given."""
+    start = ["-m", "otelsse"] if nofile is None else ["-c", _UNDER_LIMIT, *map(str, nofile)]
+    return [sys.executable, *start, "proxy", "--listen", f"127.0.0.1:{port}", *flags]
+
+
 @contextlib.contextmanager
 def proxy_process(
-    *flags: str, env: dict[str, str] | None = None, port: int | None = None
+    *flags: str,
+    env: dict[str, str] | None = None,
+    port: int | None = None,
+    nofile: tuple[int, int] | None = None,
 ) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """``otelsse proxy`` on ``port`` (a free one by default), once ``/healthz`` answers;
-    killed if still running."""
+    """``otelsse proxy`` on ``port`` (a free one by default), under ``nofile`` if given, once
+    ``/healthz`` answers; killed if still running."""
     port = port or free_port()
-    command = [sys.executable, "-m", "otelsse", "proxy", "--listen", f"127.0.0.1:{port}", *flags]
     process = subprocess.Popen(
-        command,
+        proxy_command(port, *flags, nofile=nofile),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
