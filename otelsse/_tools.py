@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ._core.json import nests_deeper
 from ._core.stack import on_fresh_stack
 from ._exceptions import OtelSSEError
 
@@ -78,7 +79,7 @@ class ToolRegistry:
         validator = self._validators.get(name or "")
         if validator is None:
             return None
-        if _nests_deeper(arguments, MAX_SCHEMA_DEPTH):
+        if nests_deeper(arguments, MAX_SCHEMA_DEPTH):
             return SCHEMA_TOO_DEEP
         try:
             try:
@@ -118,19 +119,3 @@ def _failed_keyword(validator: Any, arguments: Any) -> str | None:
 
     error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
     return None if error is None else str(error.validator)
-
-
-def _nests_deeper(value: Any, depth: int) -> bool:
-    """Whether ``value`` has objects or arrays nested more than ``depth`` levels (walked level
-    by level, without recursion)."""
-    level = [value]
-    for _ in range(depth):
-        level = [
-            child
-            for node in level
-            if isinstance(node, (dict, list))
-            for child in (node.values() if isinstance(node, dict) else node)
-        ]
-        if not level:
-            return False
-    return any(isinstance(node, (dict, list)) for node in level)

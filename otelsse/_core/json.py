@@ -30,7 +30,7 @@ from .stack import on_fresh_stack
 
 __all__ = [
     "JSON_DECODER", "MAX_DEPTH", "JSONDecodeError", "TypedShape", "has_trailing_data", "loads",
-    "typed_decoder", "typed_decoding",
+    "nests_deeper", "typed_decoder", "typed_decoding",
 ]  # fmt: skip
 
 #: Deepest nesting of arrays and objects accepted.
@@ -105,10 +105,16 @@ _SHALLOW_TEXT = 2 * MAX_DEPTH
 def _check_depth(text: str, value: Any) -> Any:
     """``value``, unless it nests deeper than ``MAX_DEPTH`` (``text`` is longer than
     ``_SHALLOW_TEXT``; it also takes ``d`` brackets, so most texts are not walked either)."""
-    if text.count("[") + text.count("{") <= MAX_DEPTH:
-        return value
+    if text.count("[") + text.count("{") > MAX_DEPTH and nests_deeper(value, MAX_DEPTH):
+        raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
+    return value
+
+
+def nests_deeper(value: Any, depth: int) -> bool:
+    """Whether ``value`` has objects or arrays nested more than ``depth`` levels (walked level
+    by level, without recursion)."""
     level: list[Any] = [value]
-    for _ in range(MAX_DEPTH):
+    for _ in range(depth):
         level = [
             child
             for node in level
@@ -116,10 +122,8 @@ def _check_depth(text: str, value: Any) -> Any:
             for child in (node.values() if isinstance(node, dict) else node)
         ]
         if not level:
-            return value
-    if any(isinstance(node, (list, dict)) for node in level):
-        raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
-    return value
+            return False
+    return any(isinstance(node, (list, dict)) for node in level)
 
 
 def _loads_stdlib(text: str) -> Any:
