@@ -118,38 +118,35 @@ class Recorded:
     body: bytes
 
 
-class RecordingUpstream:
-    """An aiohttp server on a background thread that keeps every request it gets (chunked
-    bodies too) and answers each with ``reply`` as an SSE stream."""
+class ThreadedUpstream:
+    """An aiohttp server on a background thread of its own, every method and path answered by
+    the subclass's ``_handle``; ``close()`` stops it."""
 
-    def __init__(self, reply: bytes = b"data: [DONE]\n\n") -> None:
-        self.received: list[Recorded] = []
-        self._reply = reply
+    def __init__(self) -> None:
         self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="recording-upstream", daemon=True)
+        ready = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(ready,), name=type(self).__name__, daemon=True
+        )
         self._thread.start()
-        assert self._ready.wait(MAX_WAIT)
+        assert ready.wait(MAX_WAIT)
 
-    def _run(self) -> None:
+    def _run(self, ready: threading.Event) -> None:
         asyncio.set_event_loop(self._loop)
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        self._loop.run_until_complete(self._runner.setup())
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        runner = web.AppRunner(app, access_log=None)
+        self._loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", 0)
         self._loop.run_until_complete(site.start())
-        self.port = self._runner.addresses[0][1]
-        self._ready.set()
+        self.port = runner.addresses[0][1]
+        ready.set()
         self._loop.run_forever()
-        self._loop.run_until_complete(self._runner.cleanup())
+        self._loop.run_until_complete(runner.cleanup())
         self._loop.close()
 
-    async def _handle(self, request: web.Request) -> web.Response:
-        headers = [(k.lower(), v) for k, v in request.headers.items()]
-        body = await request.read()
-        self.received.append(Recorded(request.method, request.raw_path, headers, body))
-        return web.Response(body=self._reply, content_type="text/event-stream")
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        raise NotImplementedError
 
     def base(self, path: str = "") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -157,6 +154,22 @@ class RecordingUpstream:
     def close(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(MAX_WAIT)
+
+
+class RecordingUpstream(ThreadedUpstream):
+    """Keeps every request it gets (chunked bodies too) and answers each with ``reply`` as an
+    SSE stream."""
+
+    def __init__(self, reply: bytes = b"data: [DONE]\n\n") -> None:
+        self.received: list[Recorded] = []
+        self._reply = reply
+        super().__init__()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        headers = [(k.lower(), v) for k, v in request.headers.items()]
+        body = await request.read()
+        self.received.append(Recorded(request.method, request.raw_path, headers, body))
+        return web.Response(body=self._reply, content_type="text/event-stream")
 
 
 @pytest.fixture

@@ -31,7 +31,14 @@ from otelsse import semconv
 from otelsse.proxy._app import _before_answer, refusal
 from otelsse.proxy._server import FD_RESERVE
 
-from .conftest import MAX_WAIT, RecordingUpstream, config_for, start_proxy, wait_for
+from .conftest import (
+    MAX_WAIT,
+    RecordingUpstream,
+    ThreadedUpstream,
+    config_for,
+    start_proxy,
+    wait_for,
+)
 from .test_proxy_process import free_port, proxy_command, proxy_process
 
 CHAT = "/v1/chat/completions"
@@ -222,35 +229,17 @@ def test_a_connection_with_no_request_under_way_is_closed(
 # -- file descriptors -------------------------------------------------------------------------
 
 
-class GatedUpstream:
-    """An SSE upstream on a background thread: each stream sends its first event at once and
-    ends only once ``release()`` is called, so that many are open together."""
+class GatedUpstream(ThreadedUpstream):
+    """An SSE upstream: each stream sends its first event at once and ends only once
+    ``release()`` is called, so that many are open together."""
 
     FIRST = b'data: {"choices": [{"delta": {"content": "a"}}]}\n\n'
     LAST = b"data: [DONE]\n\n"
 
     def __init__(self) -> None:
         self.open = 0  # streams that sent their first event
-        self._loop = asyncio.new_event_loop()
         self._gate = asyncio.Event()
-        ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
-        self._thread.start()
-        assert ready.wait(MAX_WAIT)
-
-    def _run(self, ready: threading.Event) -> None:
-        asyncio.set_event_loop(self._loop)
-        app = web.Application()
-        app.router.add_post("/{tail:.*}", self._handle)
-        runner = web.AppRunner(app, access_log=None)
-        self._loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        self._loop.run_until_complete(site.start())
-        self.base = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        ready.set()
-        self._loop.run_forever()
-        self._loop.run_until_complete(runner.cleanup())
-        self._loop.close()
+        super().__init__()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         await request.read()
@@ -265,10 +254,6 @@ class GatedUpstream:
 
     def release(self) -> None:
         self._loop.call_soon_threadsafe(self._gate.set)
-
-    def close(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(MAX_WAIT)
 
 
 @pytest.fixture
@@ -320,13 +305,8 @@ def test_the_soft_limit_is_raised_so_the_streams_it_allows_get_through(
 ) -> None:
     # 40 streams hold 80 descriptors and more: past the soft limit of 64 it was given.
     count = 40
-    with (
-        proxy_process("--upstream", f"up={gated.base}", "--max-streams", "40", nofile=(64, -1)) as (
-            _,
-            base,
-        ),
-        ThreadPoolExecutor(count) as pool,
-    ):
+    flags = ("--upstream", f"up={gated.base()}", "--max-streams", str(count))
+    with proxy_process(*flags, nofile=(64, -1)) as (_, base), ThreadPoolExecutor(count) as pool:
         futures = stream_all(pool, base + "/up" + CHAT, count)
         wait_for(
             lambda: gated.open + sum(f.done() for f in futures) >= count, "every stream to start"
@@ -359,7 +339,7 @@ def test_connections_past_what_the_descriptors_carry_get_503_and_retry_after(
     # the rest are the clients' connections.
     limit, streams = 128, 8
     clients = limit - FD_RESERVE - streams
-    flags = ("--upstream", f"up={gated.base}", "--max-streams", str(streams))
+    flags = ("--upstream", f"up={gated.base()}", "--max-streams", str(streams))
     with (
         proxy_process(*flags, "--keep-alive-timeout", "60", nofile=(limit, limit)) as (_, base),
         ThreadPoolExecutor(streams) as pool,
