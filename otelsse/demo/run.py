@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import dataclasses
+import functools
 import importlib
 import itertools
 import json
@@ -54,26 +55,14 @@ from .provider import (
     request_for,
 )
 
-# The SDKs import their resources on first use (``client.responses`` imports them), and the jobs
-# run on threads: imported here, on the importing thread, before any job starts. Their pydantic
-# models defer their build to first use, and on Python < 3.13 that build resolves names through
-# the calling frames' locals: run under a tracer (coverage), a ``Response`` there became the
-# field's type and the SDK's Responses events parsed as dicts (seen in CI). Built here instead,
-# where no caller's names can leak in.
-for _module in (
-    "openai.resources.chat.completions",
-    "openai.resources.responses",
-    "openai.lib.streaming.responses",
-    "anthropic.resources.messages",
-    "anthropic.lib.streaming",
-):
-    importlib.import_module(_module)
-for _module in ("openai.types.responses", "openai.types.chat", "anthropic.types"):
-    for _model in vars(importlib.import_module(_module)).values():
-        if isinstance(_model, type) and issubclass(_model, pydantic.BaseModel):
-            _model.model_rebuild(raise_errors=False)
-
-__all__ = ["DemoOptions", "ListenError", "Summary", "histogram_quantile", "run_demo"]
+__all__ = [
+    "DemoOptions",
+    "ListenError",
+    "Summary",
+    "histogram_quantile",
+    "prepare_clients",
+    "run_demo",
+]
 
 #: The clients' read timeout; the fake provider's ``timeout`` streams stall for longer.
 READ_TIMEOUT = 2.0
@@ -236,7 +225,9 @@ def _requests(job: Job, base_url: str) -> None:
         base_url + path, json=body, headers=_headers(job), stream=True, timeout=READ_TIMEOUT
     ) as response:
         response.raise_for_status()
-        for _ in response.iter_lines():
+        # Chunks as they arrive: requests' iter_lines() rescans its pending text on every chunk,
+        # quadratic in a line's length (the endless_line scenario's line is megabytes long).
+        for _ in response.iter_content(chunk_size=None):
             pass
 
 
@@ -257,6 +248,31 @@ CLIENTS: dict[str, Callable[[Job, str], None]] = {
     "httpx-async": _in_new_loop(_httpx_async),
     "requests": _requests,
 }
+
+
+@functools.cache
+def prepare_clients() -> None:
+    """Import and build what the SDK clients use, once, on the calling thread.
+
+    The SDKs import their resources on first use (``client.responses`` imports them), and the
+    jobs run on threads: imported here, before any job starts. Their pydantic models defer their
+    build to first use, and on Python < 3.13 that build resolves names through the calling
+    frames' locals: run under a tracer (coverage), a ``Response`` there became the field's type
+    and the SDK's Responses events parsed as dicts (seen in CI). Built here instead, where no
+    caller's names can leak in. Not at import: it costs seconds that every importer would pay.
+    """
+    for module in (
+        "openai.resources.chat.completions",
+        "openai.resources.responses",
+        "openai.lib.streaming.responses",
+        "anthropic.resources.messages",
+        "anthropic.lib.streaming",
+    ):
+        importlib.import_module(module)
+    for module in ("openai.types.responses", "openai.types.chat", "anthropic.types"):
+        for model in vars(importlib.import_module(module)).values():
+            if isinstance(model, type) and issubclass(model, pydantic.BaseModel):
+                model.model_rebuild(raise_errors=False)
 
 
 # -- telemetry -------------------------------------------------------------------------------
@@ -618,6 +634,7 @@ def run_demo(
     """Run the demo to the end (or until interrupted) and return its summary."""
     import otelsse
 
+    prepare_clients()
     telemetry = _Telemetry(options)
     otelsse.instrument(
         tracer_provider=telemetry.tracer_provider, meter_provider=telemetry.meter_provider

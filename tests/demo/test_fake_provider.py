@@ -58,7 +58,7 @@ from otelsse.demo.provider import (
     request_for,
     script_events,
 )
-from otelsse.demo.run import CLIENTS, READ_TIMEOUT, ROUTES, Job
+from otelsse.demo.run import CLIENTS, READ_TIMEOUT, ROUTES, Job, prepare_clients
 from tests._demo_clients import client_raises
 from tests._otel import Telemetry
 from tests._server import MAX_WAIT
@@ -91,6 +91,7 @@ def provider() -> Iterator[FakeProvider]:
 
 def _run(jobs: list[Job], base_url: str) -> dict[int, Exception | None]:
     """Run the jobs' clients at once, as the demo does; what each raised, by job number."""
+    prepare_clients()
 
     def one(job: Job) -> Exception | None:
         try:
