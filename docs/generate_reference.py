@@ -4,8 +4,8 @@
     python docs/generate_reference.py --write   # write docs/reference.md
 
 Names, types, units, descriptions, buckets and caps come from ``otelsse.semconv``; the closed
-value sets from ``otelsse.monitor.Outcome``, the built-in routes' declarations and, for the tool
-gate, ``otelsse.gate`` and ``otelsse.reader`` (all sans-IO, so this runs without OpenTelemetry).
+value sets from ``otelsse._monitor.Outcome``, the built-in routes' declarations and, for the tool
+gate, ``otelsse.gate`` and ``otelsse._reader`` (all sans-IO, so this runs without OpenTelemetry).
 ``semconv.ATTRIBUTE_SPECS`` describes the stream's attributes only; what the gate's spans and
 counter carry is described by the tables below (``GATE_ATTRIBUTE_DOCS``, ``STATE_DOCS``,
 ``ERROR_CLASS_DOCS``), and rendering fails while they do not cover exactly the names semconv,
@@ -26,11 +26,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from otelsse import gate, reader, semconv
-from otelsse._core.state import INVALID_JSON, TRAILING_DATA
-from otelsse._tools import MAX_SCHEMA_DEPTH
-from otelsse.gate import ToolCallState
-from otelsse.monitor import Outcome
+from otelsse import semconv
+from otelsse._monitor import Outcome
+from otelsse._reader import FAULT_CODES, UNACCEPTED_STOP
+from otelsse._tools import (
+    ARGUMENTS_NOT_OBJECT,
+    DUPLICATE_TOOL_CALL_ID,
+    INVALID_JSON,
+    MAX_SCHEMA_DEPTH,
+    TOOL_SCHEMA_ERROR,
+    TRAILING_DATA,
+    UNREGISTERED_TOOL,
+)
+from otelsse.gate import ERROR_CLASSES, FINAL_STATES, ToolCallState
+from otelsse.gate import _records as gate
 from otelsse.routes import AUTO, BUILT_IN, BUILT_IN_PROFILES
 from otelsse.semconv import prometheus_label, prometheus_series
 
@@ -44,7 +53,7 @@ NEIGHBOURS_BEGIN = (
 NEIGHBOURS_END = "<!-- End of the generated part. -->"
 
 #: Span attributes set by the instrumentation around the HTTP exchange; every other one comes
-#: from the stream's report (``otelsse.telemetry.span_attributes``), which ``otelsse inspect
+#: from the stream's report (``otelsse.span_attributes``), which ``otelsse inspect
 #: --json`` prints too.
 INSTRUMENTATION_ONLY = (
     semconv.HTTP_RESPONSE_STATUS_CODE,
@@ -58,7 +67,7 @@ INSTRUMENTATION_ONLY = (
     semconv.CANCEL_REASON,
 )
 #: The outcomes whose ``otelsse.streams`` points carry ``http.response.status_code``: the ones
-#: the status caused (``otelsse.telemetry``; tests/sre/test_docs.py checks it against a real
+#: the status caused (``otelsse._telemetry``; tests/sre/test_docs.py checks it against a real
 #: ``Telemetry``).
 STATUS_OUTCOMES = (Outcome.RATE_LIMITED, Outcome.HTTP_ERROR)
 #: The conventions' sources, cited as the project's peer-instrumentations.md §3 cites them.
@@ -145,7 +154,7 @@ def _attributes() -> list[str]:
         "## Attributes",
         "",
         f"Set by the instrumentation only: {_code(INSTRUMENTATION_ONLY)}. Every other span "
-        "attribute comes from the stream's `StreamReport` (`otelsse.telemetry.span_attributes`), "
+        "attribute comes from the stream's `StreamReport` (`otelsse.span_attributes`), "
         "which `otelsse inspect --json` prints as well. No content is ever recorded: no prompt, "
         "generated text, tool arguments, event data, provider error message or header value "
         "other than the request id. *metrics* are otelsse's own instruments, *GenAI metrics* "
@@ -692,7 +701,7 @@ def metric_gaps() -> list[str]:
 
 # -- the tool gate -------------------------------------------------------------------------------
 
-#: Span kind of both gate spans (``otelsse.telemetry.GateTelemetry``).
+#: Span kind of both gate spans (``otelsse._telemetry.GateTelemetry``).
 GATE_SPAN_KIND = "INTERNAL"
 _ATTEMPT = semconv.GATE_SPAN_NAME
 _CALL = semconv.TOOL_CALL_SPAN_NAME
@@ -728,7 +737,7 @@ GATE_ATTRIBUTE_DOCS: dict[str, GateAttribute] = {
     semconv.GATE_FAULT: GateAttribute(
         "string", "", (_ATTEMPT,),
         "Why the attempt's stream was refused: a `StreamFault` code, i.e. an outcome name or one "
-        "of `otelsse.reader.FAULT_CODES`. Absent when the stream was accepted.",
+        "of the enforcing reader's fault codes. Absent when the stream was accepted.",
     ),
     semconv.ROUTE: GateAttribute(
         "string", "", (_ATTEMPT,),
@@ -779,8 +788,8 @@ GATE_ATTRIBUTE_DOCS: dict[str, GateAttribute] = {
     ),
     semconv.TOOL_CALL_SCHEMA_STATUS: GateAttribute(
         "string", "", (_CALL,),
-        "`valid`, `invalid` (error class `schema_invalid`), `none` (no schema registered for the "
-        "tool, or a custom tool) or `unchecked` (never reached the schema). Always present.",
+        "`valid`, `invalid` (error class `tool_schema_error`), `none` (no schema registered for "
+        "the tool, or a custom tool) or `unchecked` (never reached the schema). Always present.",
     ),
     semconv.TOOL_CALL_POLICY: GateAttribute(
         "string", "", (_CALL,),
@@ -855,20 +864,23 @@ STATE_DOCS: dict[ToolCallState, tuple[str, bool]] = {
 ERROR_CLASS_DOCS: dict[str, tuple[ToolCallState, str]] = {
     INVALID_JSON: (_S.QUARANTINED, "The arguments are not exactly one JSON value."),
     TRAILING_DATA: (_S.QUARANTINED, "One JSON value followed by more data."),
-    gate.ARGUMENTS_NOT_OBJECT: (_S.QUARANTINED, "One JSON value, but not an object."),
-    gate.UNREGISTERED_TOOL: (
+    ARGUMENTS_NOT_OBJECT: (_S.QUARANTINED, "One JSON value, but not an object."),
+    UNREGISTERED_TOOL: (
         _S.QUARANTINED,
-        "The model called a tool that is not registered for the run (also a reader fault code "
-        "with `tools=`).",
+        "The model called a tool that is not registered for the run (the enforcing reader with "
+        "`tools=` refuses the stream with the same code).",
     ),
-    gate.DUPLICATE_CALL_ID: (
+    DUPLICATE_TOOL_CALL_ID: (
         _S.QUARANTINED,
-        "With `run_at=\"item\"`: an earlier call of the response has the same id.",
+        "Two client tool calls of the response share an id. The enforcing reader refuses the "
+        "stream with this code, so no call of it runs; a gate deciding at each call's own end "
+        "(`run_at=\"item\"`) has already decided the first, and quarantines the later one.",
     ),
-    gate.SCHEMA_INVALID: (
+    TOOL_SCHEMA_ERROR: (
         _S.QUARANTINED,
         "The arguments fail the tool's JSON Schema, nest deeper than it is checked "
-        f"({MAX_SCHEMA_DEPTH} levels), or the validator raised.",
+        f"({MAX_SCHEMA_DEPTH} levels), or the validator raised (the enforcing reader with "
+        "`tools=` refuses the stream with the same code).",
     ),
     gate.POLICY_DENIED: (_S.POLICY_DENIED, "The policy answered `deny`."),
     gate.POLICY_ERROR: (_S.POLICY_DENIED, "The policy raised or answered something else."),
@@ -880,15 +892,8 @@ ERROR_CLASS_DOCS: dict[str, tuple[ToolCallState, str]] = {
         "arguments (a server reusing ids across the run's responses), or a row from before the "
         "ledger kept fingerprints. Neither run nor reported as that call's result.",
     ),
-    reader.UNACCEPTED_STOP: (
+    UNACCEPTED_STOP: (
         _S.QUARANTINED, "The stream ended with a stop reason outside `accept_stop_reasons`.",
-    ),
-    reader.TOOL_SCHEMA_ERROR: (
-        _S.QUARANTINED,
-        "Reader fault code with `tools=`: a call failed its JSON Schema (as `schema_invalid`).",
-    ),
-    reader.DUPLICATE_TOOL_CALL_ID: (
-        _S.QUARANTINED, "Two client tool calls of the response share an id: the stream is refused.",
     ),
 }  # fmt: skip
 
@@ -915,7 +920,7 @@ def gate_gaps(
         if shared is not None and shared.type != doc.type:
             gaps.append(f"attribute {key} is a {shared.type} in ATTRIBUTE_SPECS, not {doc.type}")
     gaps += [f"state {s.value} is not described" for s in ToolCallState if s not in states]
-    classes = {*gate.ERROR_CLASSES, *reader.FAULT_CODES}
+    classes = {*ERROR_CLASSES, *FAULT_CODES}
     gaps += [f"error class {name} is not described" for name in sorted(classes - set(errors))]
     gaps += [f"error class {name} is not a gate error" for name in sorted(set(errors) - classes)]
     return gaps
@@ -932,7 +937,7 @@ FAULT_OUTCOMES = tuple(
 def gate_error_types() -> list[str]:
     """Every value ``error.type`` can take on ``otelsse.gate.calls``: the calls' error classes,
     the reader's fault codes and the outcome names a refused stream's code can be."""
-    return sorted({*gate.ERROR_CLASSES, *reader.FAULT_CODES, *FAULT_OUTCOMES})
+    return sorted({*ERROR_CLASSES, *FAULT_CODES, *FAULT_OUTCOMES})
 
 
 def gate_error_state(error_type: str) -> ToolCallState:
@@ -943,7 +948,7 @@ def gate_error_state(error_type: str) -> ToolCallState:
 #: The states a call is counted in without an error type. A call is counted when its attempt
 #: ends, in a final state or approved (every call not yet decided is quarantined first), and a
 #: quarantined, denied or failed call always carries an error class.
-UNERRORED_STATES = (gate.FINAL_STATES | {_S.POLICY_APPROVED}) - {
+UNERRORED_STATES = (FINAL_STATES | {_S.POLICY_APPROVED}) - {
     _S.QUARANTINED, _S.POLICY_DENIED, _S.EXECUTION_FAILED,
 }  # fmt: skip
 
@@ -999,7 +1004,7 @@ def _gate() -> list[str]:
     state_rows = [
         (
             f"`{state.value}`",
-            "yes" if state in gate.FINAL_STATES else "no",
+            "yes" if state in FINAL_STATES else "no",
             "ERROR" if STATE_DOCS[state][1] else "unset",
             STATE_DOCS[state][0],
         )
@@ -1072,7 +1077,7 @@ def _gate() -> list[str]:
         "",
         f"### `{s.TOOL_CALL_STATE}` (closed)",
         "",
-        f"The legal moves are `otelsse.gate._TRANSITIONS`: {_S.RECEIVING.value} → "
+        f"The legal moves are `otelsse.gate._states.TRANSITIONS`: {_S.RECEIVING.value} → "
         f"{_S.ITEM_OPEN.value} → {_S.ITEM_TERMINAL.value} → {_S.PARSED.value} → "
         f"{_S.SCHEMA_VALID.value} → {_S.POLICY_APPROVED.value} → {_S.EXECUTED.value}, "
         f"`{_S.QUARANTINED.value}` from any state before the policy (and from "

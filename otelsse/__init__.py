@@ -1,31 +1,22 @@
 """otelsse: stream-integrity observability for LLM Server-Sent Events.
 
 ``otelsse.instrument()`` observes every SSE response the application reads through httpx,
-httpx2 or requests, and records one span and a set of metrics per stream. The sans-IO core
+httpx2, requests or aiohttp, and records one span and a set of metrics per stream. The sans-IO core
 (``SSEParser``, ``StreamMonitor`` and the routes) turns response bytes into events and one
 ``StreamReport`` whose ``outcome`` says how the stream really ended; the enforcing reader
 (``read_stream``) releases a stream's text and tool calls only once it has; the tool gate
 (``ToolGate``) runs a call only once it provably completed, validated and was approved, once.
 """
 
+from importlib import import_module as _import_module
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
 from ._core.events import SSEEvent
 from ._core.framing import SSEParser
 from ._exceptions import OtelSSEError, ParserClosedError
-from .gate import (
-    Decision,
-    GateCall,
-    GateResult,
-    IllegalTransition,
-    ToolCallState,
-    ToolCallView,
-    ToolGate,
-)
-from .ledger import CallKey, Ledger, LedgerEntry, MemoryLedger, SQLiteLedger
-from .monitor import Limits, Outcome, StreamMonitor, StreamReport
-from .reader import (
+from ._monitor import Limits, Outcome, StreamMonitor, StreamReport
+from ._reader import (
     AsyncStreamReader,
     StreamFault,
     StreamReader,
@@ -35,11 +26,26 @@ from .reader import (
     aread_stream,
     read_stream,
 )
+from ._version import __version__
+from .gate import (
+    CallKey,
+    Decision,
+    GateCall,
+    GateResult,
+    IllegalTransition,
+    Ledger,
+    LedgerEntry,
+    MemoryLedger,
+    SQLiteLedger,
+    ToolCallState,
+    ToolCallView,
+    ToolGate,
+)
 from .routes import Route, detect_route, register_route
-from .version import __version__
 
 if _TYPE_CHECKING:
-    from .instrumentation import SSEInstrumentor
+    from ._instrumentor import SSEInstrumentor, instrument, uninstrument
+    from ._telemetry import span_attributes
 
 __all__ = [
     "AsyncStreamReader",
@@ -76,40 +82,29 @@ __all__ = [
     "instrument",
     "read_stream",
     "register_route",
+    "span_attributes",
     "uninstrument",
 ]
 
 
-def instrument(**options: _Any) -> None:
-    """Observe SSE responses read through httpx, httpx2 and requests from now on.
-
-    Idempotent and silent: a second call changes nothing (``uninstrument()`` first to change
-    options). Options: see ``SSEInstrumentor``; ``opentelemetry-instrument`` does the same with
-    none.
-    """
-    from .instrumentation import SSEInstrumentor
-
-    instrumentor = SSEInstrumentor()
-    # BaseInstrumentor would log a warning on the second call; "idempotent" means no noise.
-    if not instrumentor.is_instrumented_by_opentelemetry:
-        instrumentor.instrument(**options)
-
-
-def uninstrument() -> None:
-    """Undo ``instrument()``: every patched method is restored."""
-    from .instrumentation import SSEInstrumentor
-
-    SSEInstrumentor().uninstrument()
+#: Names loaded on first use, so that ``import otelsse`` (the sans-IO core, the enforcing reader
+#: and the gate) loads no OpenTelemetry SDK pieces or wrapt: name -> its private module.
+_LAZY = {
+    "SSEInstrumentor": "_instrumentor",
+    "instrument": "_instrumentor",
+    "span_attributes": "_telemetry",
+    "uninstrument": "_instrumentor",
+}
 
 
 def __getattr__(name: str) -> _Any:
-    # Lazy, so that ``import otelsse`` (the sans-IO core) loads no OpenTelemetry or wrapt.
-    if name == "SSEInstrumentor":
-        from .instrumentation import SSEInstrumentor
-
-        SSEInstrumentor.__module__ = "otelsse"
-        return SSEInstrumentor
-    raise AttributeError(f"module 'otelsse' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'otelsse' has no attribute {name!r}")
+    value = getattr(_import_module(f"{__name__}.{module}"), name)
+    value.__module__ = "otelsse"
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:

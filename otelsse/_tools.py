@@ -1,7 +1,9 @@
-"""The tools an application registered: which names may be called, and each one's JSON Schema.
+"""The tools an application registered: which names may be called, and each one's JSON Schema;
+and the one vocabulary of what can be wrong with a tool call.
 
-Shared by the enforcing reader (which refuses a whole stream) and the tool gate (which judges
-each call). JSON Schema validation needs the ``schema`` extra (``jsonschema``).
+Shared by the enforcing reader (which refuses a whole stream, the code as its ``StreamFault``
+code) and the tool gate (which judges each call, the code as the call's error class): one fact,
+one code, whichever found it. JSON Schema validation needs the ``schema`` extra (``jsonschema``).
 
 Validation gives a verdict, never an exception, and the same verdict from any caller: arguments
 nested deeper than ``MAX_SCHEMA_DEPTH`` fail without being walked (keyword ``depth``); a
@@ -18,9 +20,40 @@ from typing import Any
 
 from ._core.json import nests_deeper
 from ._core.stack import on_fresh_stack
+from ._core.state import INVALID_JSON, TRAILING_DATA
 from ._exceptions import OtelSSEError
 
-__all__ = ["MAX_SCHEMA_DEPTH", "SCHEMA_TOO_DEEP", "VALIDATOR_ERROR", "ToolRegistry", "ToolSchemas"]
+__all__ = [
+    "ARGUMENTS_NOT_OBJECT",
+    "DUPLICATE_TOOL_CALL_ID",
+    "INVALID_JSON",
+    "MAX_SCHEMA_DEPTH",
+    "SCHEMA_TOO_DEEP",
+    "TOOL_CALL_FAULTS",
+    "TOOL_SCHEMA_ERROR",
+    "TRAILING_DATA",
+    "UNREGISTERED_TOOL",
+    "VALIDATOR_ERROR",
+    "ToolRegistry",
+    "ToolSchemas",
+]
+
+# -- what can be wrong with a tool call ----------------------------------------------------------
+# ``INVALID_JSON`` and ``TRAILING_DATA``: the accumulator's verdict on the argument text.
+#: The arguments are one JSON value, but a tool takes an object.
+ARGUMENTS_NOT_OBJECT = "arguments_not_object"
+#: The call names a tool that was not registered.
+UNREGISTERED_TOOL = "unregistered_tool"
+#: Another call of the same response has the same id.
+DUPLICATE_TOOL_CALL_ID = "duplicate_tool_call_id"
+#: The arguments fail the tool's JSON Schema (or nest deeper than it is checked, or the
+#: validator raised).
+TOOL_SCHEMA_ERROR = "tool_schema_error"
+#: Every code for a fault of one tool call.
+TOOL_CALL_FAULTS: tuple[str, ...] = (
+    INVALID_JSON, TRAILING_DATA, ARGUMENTS_NOT_OBJECT, UNREGISTERED_TOOL, DUPLICATE_TOOL_CALL_ID,
+    TOOL_SCHEMA_ERROR,
+)  # fmt: skip
 
 #: Deepest nesting of objects and arrays in arguments checked against a tool's schema (the JSON
 #: reader accepts up to 256). Validating takes the validator several stack frames per level.

@@ -2,10 +2,13 @@
 
     request ──> OtelSSEMiddleware ──> app            (receive passes through; the body is scanned
                                                        for ``model`` only as the app reads it)
-    app ──> http.response.start (text/event-stream) ──> a span and a StreamMonitor
-    app ──> http.response.body ──> the monitor, after the server took it
+    app ──> http.response.start (text/event-stream) ──> a span and a StreamObserver
+    app ──> http.response.body ──> the observer, after the server took it
     end, exactly once: the last body (the monitor's verdict), http.disconnect or a failed send
     (``cancelled``), or the app raising (the stream was cut)
+
+The stream is observed by the same ``StreamObserver`` as a client's response: same monitor,
+content-decoding, attributes, metrics and containment.
 
 Pure ASGI, no framework: Starlette, FastAPI and sse-starlette apps, and the proxy's inbound side,
 all speak it. Observing never alters: every message, exception and the receive channel pass
@@ -21,21 +24,15 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.metrics import MeterProvider
-from opentelemetry.trace import Span, SpanKind, TracerProvider
+from opentelemetry.trace import SpanKind, TracerProvider
 
 from . import semconv
+from ._clients import RequestScan, stream_error
 from ._core.http import is_event_stream
-from .instrumentation._client import RequestScan, stream_error
-from .instrumentation._content import (
-    ContentDecoder,
-    CorruptContent,
-    UnsupportedEncoding,
-    content_decoder,
-)
-from .instrumentation._observer import decoded_piece
-from .monitor import Limits, Outcome, StreamError, StreamMonitor, StreamReport
+from ._monitor import Limits, StreamError
+from ._observe import StreamObserver, StreamStart
+from ._telemetry import Telemetry
 from .routes import AUTO, Request, Route, match_route
-from .telemetry import CallFacts, MetricAttributes, Telemetry
 
 __all__ = ["ASGIApp", "OtelSSEMiddleware"]
 
@@ -87,25 +84,20 @@ class _Exchange:
     """One request: its route, the model it names, and its stream once the app answers SSE."""
 
     __slots__ = (
-        "_active",
         "_app",
-        "_broken",
-        "_decoder",
         "_ended",
         "_host",
         "_kind",
         "_limits",
         "_model",
-        "_monitor",
+        "_observer",
         "_parent",
         "_port",
         "_route",
         "_scan",
         "_scope",
-        "_span",
         "_start_time",
         "_started_at",
-        "_status",
         "_telemetry",
     )
 
@@ -145,12 +137,8 @@ class _Exchange:
             self._parent, self._kind = propagate.extract(headers, context=current), SpanKind.SERVER
         self._scan: RequestScan | None = RequestScan() if self._route is not None else None
         self._model: str | None = None
-        self._span: Span | None = None
-        self._active: MetricAttributes = {}
-        self._decoder: ContentDecoder | None = None
-        self._monitor: StreamMonitor | None = None
-        self._status: int | None = None
-        self._broken = False
+        #: The observer of the app's event stream, once it answered with one.
+        self._observer: StreamObserver | None = None
         self._ended = False
 
     async def run(self, receive: Receive, send: Send) -> None:
@@ -172,7 +160,8 @@ class _Exchange:
             try:
                 self._sent(message)
             except Exception as exc:
-                self._broken = True
+                if self._observer is not None:
+                    self._observer.broken = True
                 self._telemetry.count_error(exc, "feed")
 
         try:
@@ -191,6 +180,8 @@ class _Exchange:
             # Only the app's own reads pass here: the body is never read for otelsse.
             self._scan.feed(bytes(message.get("body", b"")))
             self._model = self._scan.model
+            if self._model is not None and self._observer is not None:
+                self._observer.named_model(self._model)
             if self._model is not None or not message.get("more_body"):
                 self._scan = None
 
@@ -198,52 +189,42 @@ class _Exchange:
         kind = message.get("type")
         if kind == "http.response.start":
             self._start(message)
-        elif kind == "http.response.body" and self._monitor is not None and not self._ended:
+        elif kind == "http.response.body" and self._observer is not None:
             body = message.get("body", b"")
-            if body and not self._broken:
-                if self._decoder is None:
-                    self._monitor.feed(bytes(body), time.perf_counter())
-                else:
-                    try:
-                        self._decoder.write(bytes(body))
-                    except CorruptContent:
-                        # The app's body is not valid in its coding: its client fails there too.
-                        self._end("transport")
+            if body:
+                self._observer.feed(bytes(body))
             if not message.get("more_body", False):
                 self._end(None)
 
     def _start(self, message: Message) -> None:
         headers = _headers(message)
-        content_type = headers.get("content-type")
-        if not is_event_stream(content_type) or self._ended:
+        if not is_event_stream(headers.get("content-type")) or self._ended:
             return
         route = AUTO if self._route is None else self._route.full_name()
-        self._status = int(message["status"])
-        self._monitor = StreamMonitor(route, limits=self._limits, started_at=self._started_at)
-        self._span = self._telemetry.tracer.start_span(
+        status = int(message["status"])
+        attributes = self._attributes(status)
+        span = self._telemetry.tracer.start_span(
             semconv.SPAN_NAME,
             context=self._parent,
             kind=self._kind,
-            attributes={semconv.ROUTE: route, **self._attributes()},
+            attributes={semconv.ROUTE: route, **attributes},
             start_time=self._start_time,
         )
-        # Kept: a sniffed route ends under another name, but leaves the series it entered.
-        self._active = self._active_series()
-        self._telemetry.stream_started(self._active)
-        try:
-            self._decoder = content_decoder(
-                headers.get("content-encoding"), self._feed_decoded, decoded_piece(self._limits)
-            )
-        except UnsupportedEncoding as exc:
-            # Counted, and the stream reported as internal_error: its body cannot be judged.
-            self._telemetry.count_error(exc, "content_encoding")
-            self._broken = True
+        start = StreamStart(
+            telemetry=self._telemetry,
+            limits=self._limits,
+            route=route,
+            span=span,
+            context=self._parent,
+            started_at=self._started_at,
+            span_attributes=attributes,
+            status=status,
+            request_model=self._model,
+        )
+        self._observer = observer = StreamObserver(start, active=True)
+        observer.decode_as(headers.get("content-encoding"))
 
-    def _feed_decoded(self, piece: bytes) -> None:
-        assert self._monitor is not None
-        self._monitor.feed(piece, time.perf_counter())
-
-    def _attributes(self) -> dict[str, Any]:
+    def _attributes(self, status: int) -> dict[str, Any]:
         s = semconv
         attributes: dict[str, Any] = {}
         route = self._route
@@ -258,46 +239,16 @@ class _Exchange:
             attributes[s.SERVER_ADDRESS] = self._host[: s.MAX_IDENTIFIER_CHARS]
         if self._port is not None:
             attributes[s.SERVER_PORT] = self._port
-        attributes[s.HTTP_RESPONSE_STATUS_CODE] = self._status
+        attributes[s.HTTP_RESPONSE_STATUS_CODE] = status
         return attributes
 
-    def _active_series(self) -> MetricAttributes:
-        assert self._monitor is not None
-        active: MetricAttributes = {semconv.ROUTE: self._monitor.route}
-        if self._host:
-            active[semconv.SERVER_ADDRESS] = self._host[: semconv.MAX_IDENTIFIER_CHARS]
-        return active
-
     def _end(self, error: StreamError | None) -> None:
-        """End the stream, if one is observed: None at its last body. Only the first call counts.
-        Never raises: it runs where the app's own exception is on its way out."""
-        try:
-            self._close(error)
-        except Exception as exc:
-            self._telemetry.count_error(exc, "finish")
-
-    def _close(self, error: StreamError | None) -> None:
-        monitor, span = self._monitor, self._span
-        if self._ended or monitor is None or span is None:
-            self._ended = True
-            return
+        """End the stream, if one is observed: None at its last body. Only the first call counts
+        (the observer's rule). Never raises: it runs where the app's own exception is on its way
+        out."""
         self._ended = True
-        telemetry = self._telemetry
-        try:
-            report = monitor.close(time.perf_counter(), error=error)
-            if self._broken:
-                report = StreamReport(route=report.route, outcome=Outcome.INTERNAL_ERROR)
-        except Exception as exc:
-            telemetry.count_error(exc, "finish")
-            report = StreamReport(route=monitor.route, outcome=Outcome.INTERNAL_ERROR)
-        attributes = self._attributes()
-        call = CallFacts(
-            server_address=attributes.get(semconv.SERVER_ADDRESS),
-            request_model=self._model,
-            status_code=self._status,
-            context=trace.set_span_in_context(span, self._parent),
-        )
-        telemetry.finish_stream(span, report, attributes, call, self._active)
+        if self._observer is not None:
+            self._observer.finish(error)
 
 
 def _headers(holder: Message) -> dict[str, str]:

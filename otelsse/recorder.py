@@ -49,7 +49,7 @@ from ._core.framing import SSEParser
 from ._core.http import StreamViolation
 from ._core.json import JSONDecodeError, loads
 from ._core.state import StreamState, ToolCall
-from .monitor import (
+from ._monitor import (
     VIOLATION_OUTCOMES,
     Limits,
     Outcome,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from otelsse.demo.run import Job
+from otelsse._demo.run import Job
 
 __all__ = ["PROVIDER_ERROR_RAISES", "client_raises"]
 

@@ -8,7 +8,7 @@ import random
 from collections.abc import Iterable
 
 from otelsse import SSEEvent, SSEParser, StreamMonitor, StreamReport
-from otelsse.monitor import StreamError
+from otelsse._monitor import StreamError
 
 CHAT = "openai.chat_completions"
 RESPONSES = "openai.responses"

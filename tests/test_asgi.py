@@ -32,9 +32,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from otelsse import asgi, semconv
+from otelsse._monitor import Limits, StreamMonitor
+from otelsse._telemetry import Telemetry as OtelsseTelemetry
 from otelsse.asgi import ASGIApp, OtelSSEMiddleware
-from otelsse.monitor import Limits, StreamMonitor
-from otelsse.telemetry import Telemetry as OtelsseTelemetry
 
 from ._fixtures import read_fixture
 from ._helpers import event_ends, sse_events

@@ -20,9 +20,9 @@ from opentelemetry.sdk.metrics._internal._view_instrument_match import (
 )
 
 from otelsse import semconv
-from otelsse.monitor import Outcome, StreamReport
+from otelsse._monitor import Outcome, StreamReport
+from otelsse._telemetry import OTHER, CallFacts, Telemetry
 from otelsse.routes import AUTO, BUILT_IN
-from otelsse.telemetry import OTHER, CallFacts, Telemetry
 from tests._otel import Point
 from tests._otel import Telemetry as SDK
 

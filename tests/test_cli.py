@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from otelsse.cli import EXIT_COMPLETE, EXIT_NOT_COMPLETE, EXIT_NOT_SSE, EXIT_USAGE, main, verdict
-from otelsse.monitor import Outcome, StreamReport
+from otelsse._cli import EXIT_COMPLETE, EXIT_NOT_COMPLETE, EXIT_NOT_SSE, EXIT_USAGE, main, verdict
+from otelsse._monitor import Outcome, StreamReport
 from tests._fixtures import FIXTURES, read_fixture
 
 
@@ -430,7 +430,7 @@ def test_inspect_not_sse_carries_the_same_fields_in_both_modes(tmp_path: Path) -
 
 def _record(directory: Path, fixture: str) -> Path:
     """Record ``fixture`` read in 64-byte chunks, as the instrumentation does; its file."""
-    from otelsse.monitor import StreamMonitor
+    from otelsse._monitor import StreamMonitor
     from otelsse.recorder import FlightRecorder
 
     recorder = FlightRecorder(directory)

@@ -2,7 +2,7 @@
 
 There is no Docker engine or cluster here, so the files are checked statically, each with the
 parser that reads it for real: the TOML configurations with ``otelsse.proxy.load_config``, every
-container's ``otelsse`` command with the CLI's own argparse parser (``otelsse.cli._parser``, so a
+container's ``otelsse`` command with the CLI's own argparse parser (``otelsse._cli._parser``, so a
 misspelt flag fails), YAML with PyYAML, the Dockerfile's logical lines by hand. Across the files:
 the listen and metrics ports match the Dockerfile's EXPOSE, compose's ports and the pod's
 container ports and probes; the probes ask /healthz and /readyz; the stop grace periods outlast
@@ -32,8 +32,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - the test extra installs tomli there
     import tomli as tomllib
 
-from otelsse.cli import _parser
-from otelsse.demo.provider import SCENARIOS
+from otelsse._cli import _parser
+from otelsse._demo.provider import SCENARIOS
 from otelsse.proxy import ConfigError, ProxyConfig, load_config
 from otelsse.proxy._config import parse_upstream
 from otelsse.proxy._server import FD_RESERVE

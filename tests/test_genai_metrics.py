@@ -11,8 +11,8 @@ import pytest
 from opentelemetry import trace
 
 from otelsse import semconv
-from otelsse.monitor import Outcome, StreamError, StreamMonitor, StreamReport
-from otelsse.telemetry import CallFacts, Telemetry, span_attributes
+from otelsse._monitor import Outcome, StreamError, StreamMonitor, StreamReport
+from otelsse._telemetry import CallFacts, Telemetry, span_attributes
 from tests._otel import Telemetry as SDK
 
 # Two text deltas a second apart, then usage and the terminal.

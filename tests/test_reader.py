@@ -24,8 +24,8 @@ import requests
 import trio
 import urllib3
 
-from otelsse.monitor import Outcome
-from otelsse.reader import (
+from otelsse._monitor import Outcome
+from otelsse._reader import (
     AsyncStreamReader,
     StreamFault,
     StreamReader,

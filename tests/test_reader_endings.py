@@ -37,7 +37,7 @@ import pytest
 import trio
 
 from otelsse import Limits, StreamReport
-from otelsse.reader import (
+from otelsse._reader import (
     AsyncStreamReader,
     StreamFault,
     StreamReader,

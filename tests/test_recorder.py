@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from otelsse import Limits, Outcome, SSEParser, StreamMonitor, StreamReport
-from otelsse.monitor import StreamError
+from otelsse._monitor import StreamError
 from otelsse.recorder import (
     _RULES,
     FORMAT,

@@ -17,8 +17,8 @@ import pytest
 from opentelemetry.trace import StatusCode
 
 from otelsse import StreamFault, read_stream, semconv
-from otelsse.monitor import Outcome, StreamMonitor, StreamReport
-from otelsse.telemetry import OTHER, CallFacts, Telemetry, span_attributes
+from otelsse._monitor import Outcome, StreamMonitor, StreamReport
+from otelsse._telemetry import OTHER, CallFacts, Telemetry, span_attributes
 from tests._fixtures import fixture_names, read_fixture
 from tests._helpers import run_monitor
 from tests._otel import Telemetry as SDK

@@ -7,7 +7,7 @@ SERVER span that continues the client's trace. ``docs/proxy.md`` is the guide.
 """
 
 from ._app import ProxyApp, UpstreamCut
-from ._config import ConfigError, ProxyConfig, Upstream, load_config
+from ._config import ConfigError, ProxyConfig, Upstream, load_config, parse_upstream
 from ._server import serve
 
 __all__ = [
@@ -17,5 +17,6 @@ __all__ = [
     "Upstream",
     "UpstreamCut",
     "load_config",
+    "parse_upstream",
     "serve",
 ]

@@ -3,7 +3,7 @@ instrumentation observes a client's stream, and answered byte for byte.
 
     client ──ASGI── ProxyApp ──aiohttp── upstream
                        │ SERVER span (the client's trace continued)
-                       └─ Watch/StreamObserver (``instrumentation._observer``): the
+                       └─ Watch/StreamObserver (``otelsse._observe``): the
                           ``otelsse.stream`` span and metrics of the upstream stream
 
 The request body streams upstream as the client sends it, scanned on the way for ``stream`` and
@@ -43,11 +43,11 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvid
 from yarl import URL
 
 from .. import semconv
-from ..instrumentation._client import RequestScan, error_chain, get_client
-from ..instrumentation._observer import Settings, StreamObserver, Watch
-from ..monitor import Limits
+from .._clients import RequestScan, error_chain, get_client
+from .._monitor import Limits
+from .._observe import Settings, StreamObserver, Watch
+from .._telemetry import Telemetry
 from ..routes import register_host
-from ..telemetry import Telemetry
 from ._config import ProxyConfig, Upstream
 
 __all__ = ["MAX_RESPONSE_HEADERS", "MAX_RESPONSE_LINE_BYTES", "ProxyApp"]

@@ -20,10 +20,11 @@ CORE_MODULES = [
     *(f"otelsse._core.{path.stem}" for path in sorted(CORE.glob("*.py"))),
     "otelsse.semconv",
     "otelsse.routes",
-    "otelsse.monitor",
-    "otelsse.reader",
-    "otelsse.instrumentation",
-    "otelsse.cli",
+    "otelsse._monitor",
+    "otelsse._reader",
+    "otelsse._clients",
+    "otelsse.gate",
+    "otelsse._cli",
 ]
 FORBIDDEN = ["httpx", "httpx2", "requests", "opentelemetry", "wrapt", "urllib3", "anyio"]
 

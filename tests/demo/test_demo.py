@@ -43,15 +43,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from otelsse import semconv
-from otelsse.cli import main
-from otelsse.demo.provider import (
+from otelsse._cli import main
+from otelsse._clients import CLIENT_MODULES, get_client
+from otelsse._demo.provider import (
     DEFAULT_MODELS,
     EXPECTED_OUTCOME,
     SCENARIOS,
     UNSUPPORTED,
     request_for,
 )
-from otelsse.demo.run import (
+from otelsse._demo.run import (
     CLIENTS,
     ROUTES,
     SCENARIO_DECK,
@@ -64,7 +65,6 @@ from otelsse.demo.run import (
     print_summary,
     run_demo,
 )
-from otelsse.instrumentation import CLIENT_MODULES, get_client
 from tests._demo_clients import client_raises
 from tests._server import MAX_WAIT
 
@@ -565,7 +565,7 @@ def test_cli_demo_provider_only_reports_a_port_taken_at_start(
     taken_port: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Taken between the check and the start: skip the check to stand for that moment."""
-    monkeypatch.setattr("otelsse.cli._port_problem", lambda flag, host, port: None)
+    monkeypatch.setattr("otelsse._cli._port_problem", lambda flag, host, port: None)
     assert main(["demo", "--provider-only", "--port", str(taken_port)]) == 2
     assert capsys.readouterr().err == (
         f"otelsse demo: error: --port {taken_port}: cannot listen on 127.0.0.1:{taken_port}"

@@ -5,7 +5,7 @@ how each stream ends (``SCENARIOS``) and ``EXPECTED_OUTCOME`` says what otelsse 
 it. This module proves, against a live ``FakeProvider``:
 
 1. Wire contract: every (route, scenario) pair outside ``UNSUPPORTED``, streamed by every client
-   the demo uses for the route (``otelsse.demo.run.CLIENTS``, the functions the demo runs, with
+   the demo uses for the route (``otelsse._demo.run.CLIENTS``, the functions the demo runs, with
    ``Job``s built here) while otelsse is instrumented (the ``otel`` fixture): exactly one
    ``otelsse.stream`` span per job with the expected outcome, route and request id
    ``req_demo_<job number>``, and ``otelsse.streams``/``otelsse.tool_calls`` agreeing per route.
@@ -44,7 +44,7 @@ import pytest
 
 from otelsse import StreamMonitor, semconv
 from otelsse._core.http import stream_violation
-from otelsse.demo.provider import (
+from otelsse._demo.provider import (
     ANSWER,
     DEFAULT_MODELS,
     EXPECTED_OUTCOME,
@@ -58,7 +58,7 @@ from otelsse.demo.provider import (
     request_for,
     script_events,
 )
-from otelsse.demo.run import CLIENTS, READ_TIMEOUT, ROUTES, Job, prepare_clients
+from otelsse._demo.run import CLIENTS, READ_TIMEOUT, ROUTES, Job, prepare_clients
 from tests._demo_clients import client_raises
 from tests._otel import Telemetry
 from tests._server import MAX_WAIT

@@ -23,7 +23,9 @@ from otelsse import (
     StreamReport,
     read_stream,
 )
-from otelsse.monitor import StreamError
+from otelsse._core.state import SERVER
+from otelsse._monitor import StreamError
+from otelsse._tools import DUPLICATE_TOOL_CALL_ID
 from tests._helpers import parser_state
 
 #: Report fields that depend on the clock, and ``chunk_count`` (on the chunking, by definition).
@@ -220,6 +222,14 @@ def summary(result: Any) -> dict[str, Any]:
     return found
 
 
+def _client_call_ids(body: bytes, route: str, limits: Limits | None) -> list[str]:
+    """The ids of the tool calls the stream asks the application to run."""
+    monitor = StreamMonitor(route, limits=limits, stop_at_end=True)
+    monitor.feed(body, 0.0)
+    calls = monitor.state.tool_calls
+    return [call.call_id for call in calls if call.kind != SERVER and call.call_id is not None]
+
+
 def run_reader(chunks: list[bytes], route: str, limits: Limits | None) -> dict[str, Any]:
     """``read_stream`` as a plain value: ``{"result": ...}`` or ``{"fault": code, ...}``.
 
@@ -268,9 +278,10 @@ def check_agreement(body: bytes, route: str, limits: Limits | None) -> None:
     the stream ends at the route's last event).
 
     ``complete`` -> a result; ``incomplete`` -> fault ``incomplete``; any other outcome -> a
-    fault with that outcome as code; and the reader's report is the monitor's. The one
-    documented exception: the reader keeps text, so ``Limits.max_text_chars`` can stop it
-    (``buffer_limit`` at stage ``text``) where the observing monitor keeps none.
+    fault with that outcome as code; and the reader's report is the monitor's. The documented
+    exceptions: the reader keeps text, so ``Limits.max_text_chars`` can stop it (``buffer_limit``
+    at stage ``text``) where the observing monitor keeps none; and it refuses a complete stream
+    whose client tool calls share an id (``duplicate_tool_call_id``), which observing counts.
     """
     with context(f"StreamMonitor({route!r}, limits={limits}), one read"):
         _, report = run_monitor([body], route, limits, None, stop_at_end=True)
@@ -280,7 +291,10 @@ def check_agreement(body: bytes, route: str, limits: Limits | None) -> None:
     if got_report is not None and got_report["buffer_limit_stage"] == "text":
         return
     outcome = report.outcome
-    if outcome is Outcome.COMPLETE:
+    if outcome is Outcome.COMPLETE and verdict.get("fault") == DUPLICATE_TOOL_CALL_ID:
+        ids = _client_call_ids(body, route, limits)
+        assert len(ids) != len(set(ids)), f"route {route!r}: refused as duplicate, ids {ids}"
+    elif outcome is Outcome.COMPLETE:
         assert "result" in verdict, (
             f"route {route!r}: the monitor says complete (stop_reason={report.stop_reason!r}) "
             f"but read_stream refused it with code {verdict.get('fault')!r}; reader report "

@@ -30,7 +30,7 @@ import pytest
 
 from otelsse import CallKey, GateCall, GateResult, SQLiteLedger, ToolCallState, ToolGate
 from otelsse._core.state import ToolCall
-from otelsse.ledger import DECIDED, SUCCEEDED
+from otelsse.gate._ledger import DECIDED, SUCCEEDED
 from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES
 
 S = ToolCallState

@@ -33,8 +33,6 @@ import requests
 import trio
 from opentelemetry.sdk.trace import ReadableSpan
 
-import otelsse
-import otelsse.telemetry
 from otelsse import (
     CallKey,
     Decision,
@@ -50,8 +48,11 @@ from otelsse import (
     semconv,
 )
 from otelsse._core.state import ToolCall
-from otelsse.gate import _TRANSITIONS, FINAL_STATES
-from otelsse.ledger import DECIDED, FAILED, SUCCEEDED
+from otelsse._telemetry import FirstSeen
+from otelsse.gate import FINAL_STATES
+from otelsse.gate import _telemetry as gate_telemetry
+from otelsse.gate._ledger import DECIDED, FAILED, SUCCEEDED
+from otelsse.gate._states import TRANSITIONS as _TRANSITIONS
 from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES, ROUTE_PATHS, ROUTES
 from tests._otel import Telemetry, attribute_values
 from tests._server import Reply, SSEServer
@@ -1161,7 +1162,7 @@ def test_item_mode_quarantines_a_duplicate_call_id(route: str) -> None:
     executor = Recorder()
     result = run(ToolGate(run_at="item"), route, calls, execute={"read_file": executor})
     assert states(result) == [S.EXECUTED, S.QUARANTINED]
-    assert result.calls[1].error_class == "duplicate_call_id"
+    assert result.calls[1].error_class == "duplicate_tool_call_id"
     assert executor.seen == parsed(calls)[:1]
     assert result.fault == "duplicate_tool_call_id"
 
@@ -1411,9 +1412,8 @@ def test_tool_names_on_the_counter_are_capped(
 ) -> None:
     # The cap is one per process: start this test from a fresh one.
     monkeypatch.setattr(
-        otelsse.telemetry, "_GATE_TOOL_NAMES",
-        otelsse.telemetry._FirstSeen(semconv.DEFAULT_MAX_TOOL_NAMES),
-    )  # fmt: skip
+        gate_telemetry, "_GATE_TOOL_NAMES", FirstSeen(semconv.DEFAULT_MAX_TOOL_NAMES)
+    )
     cap = semconv.DEFAULT_MAX_TOOL_NAMES
     names = [f"tool_{n:03d}" for n in range(cap + 10)]
     calls = [(f"call_{n}", name, json.dumps({"n": ARG})) for n, name in enumerate(names)]

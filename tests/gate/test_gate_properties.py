@@ -79,9 +79,10 @@ from otelsse import (
     read_stream,
     semconv,
 )
-from otelsse.gate import _TRANSITIONS, ERROR_CLASSES
-from otelsse.monitor import Outcome
-from otelsse.reader import FAULT_CODES
+from otelsse._monitor import Outcome
+from otelsse._reader import FAULT_CODES
+from otelsse.gate import ERROR_CLASSES
+from otelsse.gate._states import TRANSITIONS as _TRANSITIONS
 from tests._fixtures import read_fixture
 from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES, ROUTE_PATHS, ROUTES
 from tests._otel import attribute_values
@@ -209,7 +210,7 @@ class Planned:
         if self.name not in TOOLS:
             return "unregistered_tool", None
         if not _schema_ok(self.name, value):
-            return "schema_invalid", None
+            return "tool_schema_error", None
         return None, value
 
     def text_bytes(self) -> int:
@@ -362,6 +363,7 @@ class Ev:
     closes: tuple[int, ...] = ()  # ... and closes (their item's terminal event)
     terminal: bool = False
     identifies: tuple[int, ...] = ()  # ... names and ids, when not the one that opens them
+    stops: bool = False  # it carries the response's stop reason (or is the terminal that does)
 
 
 def _fragments(data: st.DataObject, text: str) -> list[str]:
@@ -414,7 +416,7 @@ def build_chat(data: st.DataObject, calls: list[Planned], canary: str) -> list[E
     events = [Ev(chunk({"role": "assistant", "content": ""}))]
     events += _interleave(data, sequences)
     closes = tuple(call.index for call in calls)
-    events.append(Ev(chunk({}, "tool_calls" if calls else "stop"), closes=closes))
+    events.append(Ev(chunk({}, "tool_calls" if calls else "stop"), closes=closes, stops=True))
     if data.draw(st.booleans(), label="usage chunk"):
         usage = {"prompt_tokens": 9, "completion_tokens": 5, "total_tokens": 14}
         events.append(Ev({**base, "choices": [], "usage": usage}))
@@ -489,7 +491,7 @@ def build_responses(data: st.DataObject, calls: list[Planned], canary: str) -> l
     events += _interleave(data, sequences)
     usage = {"input_tokens": 9, "output_tokens": 5, "total_tokens": 14}
     final = {**response, "status": "completed", "usage": usage}
-    events.append(ev({"type": "response.completed", "response": final}, terminal=True))
+    events.append(ev({"type": "response.completed", "response": final}, terminal=True, stops=True))
     return events
 
 
@@ -535,7 +537,9 @@ def build_anthropic(data: st.DataObject, calls: list[Planned], canary: str) -> l
         if data.draw(st.integers(0, 3), label="ping") == 0:
             events.append(ev({"type": "ping"}))
     stop = {"stop_reason": "tool_use" if calls else "end_turn", "stop_sequence": None}
-    events.append(ev({"type": "message_delta", "delta": stop, "usage": {"output_tokens": 12}}))
+    events.append(
+        ev({"type": "message_delta", "delta": stop, "usage": {"output_tokens": 12}}, stops=True)
+    )
     events.append(ev({"type": "message_stop"}, terminal=True))
     return events
 
@@ -567,7 +571,7 @@ def build_gemini(data: st.DataObject, calls: list[Planned], canary: str) -> list
     usage = {"promptTokenCount": 9, "candidatesTokenCount": 5, "totalTokenCount": 14}
     final_candidate = {"content": final_content, "finishReason": "STOP", "index": 0}
     final = {"candidates": [final_candidate], "usageMetadata": usage, **base}
-    events.append(Ev(final, terminal=True))
+    events.append(Ev(final, terminal=True, stops=True))
     return events
 
 
@@ -1160,8 +1164,35 @@ def expected_faults(case: Case, calls: list[Planned], terminal_read: bool | None
         return {"truncated"}
     if case.fault == "cut":
         refused = {"timeout"} if case.ending == "timeout" else {"truncated"}
+        if whole == "payload_error":
+            # Judged once the stop that closes the calls was read, however the source ends.
+            stop_read = _processed(case, next(n for n, e in enumerate(case.events) if e.stops))
+            if stop_read is not False:
+                return {whole} if stop_read else refused | {whole}
+        at_marker = _cut_at_end_marker(case)
+        if at_marker is not False:
+            # The whole answer came and the source ended cleanly before its end marker: as
+            # omit_terminal; one CR short of that, either reading holds.
+            return {"terminal_missing"} if at_marker else refused | {"terminal_missing"}
         return refused | {whole} if terminal_read is None else refused
     return {whole}
+
+
+def _cut_at_end_marker(case: Case) -> bool | None:
+    """Whether a clean cut ends the body exactly where the end marker of a route that sends it
+    after the whole answer (chat's [DONE], Anthropic's message_stop) begins: True, False, or
+    None when it leaves the event before it one CR short of its end."""
+    if case.cut is None or case.ending != "eof" or case.route not in (CHAT, ANTHROPIC):
+        return False
+    terminal = next((n for n, e in enumerate(case.events) if e.terminal), None)
+    if not terminal:
+        return False
+    before = case.ends[terminal - 1]
+    if case.cut == before:
+        return True
+    if case.framing.newline == "\r\n" and case.cut == before - 1:
+        return None
+    return False
 
 
 def expected_disconnect(case: Case, fault: str | None) -> str | None:
@@ -1170,8 +1201,12 @@ def expected_disconnect(case: Case, fault: str | None) -> str | None:
     error is not a disconnect)."""
     if case.fault == "omit_terminal":
         return "eof"
-    if case.fault != "cut" or fault in (None, "payload_error", "duplicate_tool_call_id"):
+    if case.fault != "cut" or fault is None:
         return None
+    terminal = next((n for n, e in enumerate(case.events) if e.terminal), None)
+    terminal_read = terminal is not None and _processed(case, terminal) is not False
+    if fault in ("payload_error", "duplicate_tool_call_id") and terminal_read:
+        return None  # refused at its last event: the stream did end there
     return {"reset": "ConnectionResetError", "timeout": "TimeoutError"}.get(case.ending, "eof")
 
 
@@ -1216,7 +1251,7 @@ def check_oracle(case: Case, result: GateResult, claimed: dict[CallKey, str]) ->
                     state, error_class = S.QUARANTINED, "identity_collision"
             own.add((state, error_class))
             if call.call_id in shared:
-                own.add((S.QUARANTINED, "duplicate_call_id"))  # another with its id went first
+                own.add((S.QUARANTINED, "duplicate_tool_call_id"))  # another with its id went first
         allowed: Outcomes = set()
         if closed is not False:
             allowed |= own
@@ -1452,7 +1487,7 @@ def test_calls_sharing_an_id_reach_the_policy_once_whichever_item_closes_first(
     assert len(seen) == 1, [(view.call_id, view.arguments) for view in seen]
     assert len(ran) == 1
     states = sorted((call.state.value, call.error_class) for call in result.calls)
-    assert states == [("executed", None), ("quarantined", "duplicate_call_id")], result.calls
+    assert states == [("executed", None), ("quarantined", "duplicate_tool_call_id")], result.calls
 
 
 # --------------------------------------------------------------------------------------------

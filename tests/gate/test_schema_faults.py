@@ -1,6 +1,6 @@
 """A tool's JSON Schema validation never crashes its caller: whatever the validator does (recurse
 too deep, hit a bug, raise from a user's own keyword), the call gets the tool's schema fault, at
-both entry points: ``ToolGate.run`` (the call quarantined, ``schema_invalid``) and
+both entry points: ``ToolGate.run`` (the call quarantined, ``tool_schema_error``) and
 ``read_stream(tools=...)`` (``StreamFault`` ``tool_schema_error``). And the verdict is the same
 however deep the caller's own stack already is.
 
@@ -105,7 +105,7 @@ def reader_verdict(tools: dict[str, Any], stream: Stream, *, caller_depth: int =
 
 def assert_schema_fault(record: GateCall, ran: list[Any], keyword: str) -> None:
     assert record.state is S.QUARANTINED, record
-    assert record.error_class == "schema_invalid"
+    assert record.error_class == "tool_schema_error"
     assert record.schema_status == "invalid"
     assert record.schema_keyword == keyword
     assert record.json_status == "valid"  # the arguments were one JSON object: the schema failed

@@ -573,7 +573,7 @@ def test_a_schema_failure_quarantines_that_call_only(route: str, keyword: str) -
     assert result.fault is None  # the stream itself is sound
     first, second = result.calls
     assert first.call_id == bad.id
-    assert_quarantined(first, "schema_invalid")
+    assert_quarantined(first, "tool_schema_error")
     assert first.schema_status == "invalid"
     assert first.schema_keyword == keyword
     assert first.json_status == "valid"
@@ -1230,13 +1230,13 @@ def test_error_path_operator_workflow(server: SSEServer, tmp_path: Path) -> None
         )  # fmt: skip
         ledger.close()
         assert refused.attempt == attempt + 1
-        assert_quarantined(refused.calls[0], "schema_invalid")
+        assert_quarantined(refused.calls[0], "tool_schema_error")
     assert len(recorder.seen) == 2  # attempt 3's two calls of step 4, nothing since
     schema_quarantines = sum(
         point.value
         for point in telemetry.points(semconv.GATE_CALLS.name)
         if point.attributes[semconv.TOOL_CALL_STATE] == "quarantined"
-        and point.attributes.get(semconv.ERROR_TYPE) == "schema_invalid"
+        and point.attributes.get(semconv.ERROR_TYPE) == "tool_schema_error"
     )
     assert schema_quarantines == 3
     assert SECRET not in "\n".join(attribute_values(telemetry.spans(None)))

@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 
 from otelsse import semconv
-from otelsse.reader import aread_stream
+from otelsse._reader import aread_stream
 from tests._clients import AIOHTTP, AsyncSession, Client, Style, uninstrumented
 from tests._otel import Telemetry
 from tests._server import Reply, SSEServer

@@ -18,9 +18,8 @@ import pytest
 import requests
 import urllib3
 
-from otelsse.instrumentation import CLIENT_MODULES, client_of, get_client
-from otelsse.instrumentation._client import request_fields, stream_error
-from otelsse.monitor import StreamError
+from otelsse._clients import CLIENT_MODULES, client_of, get_client, request_fields, stream_error
+from otelsse._monitor import StreamError
 
 
 def _raised_from(error: BaseException, cause: BaseException) -> BaseException:
@@ -83,7 +82,7 @@ def test_classifying_an_error_imports_no_event_loop_library() -> None:
     """trio's and anyio's cancellation are recognised only when their library is loaded: an
     application that never imported one cannot have been cancelled by it."""
     code = (
-        "import sys; from otelsse.instrumentation._client import stream_error; "
+        "import sys; from otelsse._clients import stream_error; "
         "assert stream_error(KeyboardInterrupt()) == 'cancelled'; "
         "assert stream_error(OSError()) == 'transport'; "
         "print(sorted({'trio', 'anyio'} & set(sys.modules)))"

@@ -14,7 +14,7 @@ import brotli
 import pytest
 import zstandard
 
-from otelsse.instrumentation._content import (
+from otelsse._observe._content import (
     ZSTD_MAX_WINDOW,
     ContentDecoder,
     CorruptContent,

@@ -20,11 +20,12 @@ import httpx
 import pytest
 
 from otelsse import StreamMonitor, semconv
-from otelsse.instrumentation import _observer, get_client
-from otelsse.instrumentation._client import RequestFields
-from otelsse.instrumentation._observer import DEFERRED_BYTES, DEFERRED_READS, Settings, Watch
-from otelsse.monitor import StreamError
-from otelsse.telemetry import Telemetry, span_attributes
+from otelsse._clients import RequestFields, get_client
+from otelsse._monitor import StreamError
+from otelsse._observe import Settings, Watch
+from otelsse._observe import _stream as _observer
+from otelsse._observe._stream import DEFERRED_BYTES, DEFERRED_READS
+from otelsse._telemetry import Telemetry, span_attributes
 from tests._fixtures import read_fixture
 from tests._otel import Telemetry as SDK
 from tests.instrumentation.test_lifecycle import spans_ended

@@ -32,7 +32,7 @@ from opentelemetry.trace import StatusCode
 
 import otelsse
 from otelsse import semconv
-from otelsse.monitor import Limits
+from otelsse._monitor import Limits
 from tests._clients import (
     App,
     AsyncSession,

@@ -15,9 +15,10 @@ import pytest
 
 import otelsse
 from otelsse import Limits, semconv
-from otelsse.instrumentation import HOST_PROFILES_ENV, OPTIONS, SSEInstrumentor, get_client
+from otelsse._clients import get_client
+from otelsse._instrumentor import HOST_PROFILES_ENV, OPTIONS, SSEInstrumentor
+from otelsse._telemetry import OTHER
 from otelsse.routes import OpenAIChatRoute, Request, match_route, route_names
-from otelsse.telemetry import OTHER
 from tests._fixtures import read_fixture
 from tests._otel import Telemetry
 from tests._server import Reply, SSEServer

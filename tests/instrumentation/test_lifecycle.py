@@ -57,9 +57,10 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import StatusCode
 
 from otelsse import semconv
-from otelsse.instrumentation import _httpx
-from otelsse.monitor import StreamMonitor
-from otelsse.telemetry import Telemetry as OtelsseTelemetry
+from otelsse._clients import _httpx
+from otelsse._clients._tee import proxy
+from otelsse._monitor import StreamMonitor
+from otelsse._telemetry import Telemetry as OtelsseTelemetry
 from tests import _clients
 from tests._clients import (
     CLIENTS,
@@ -649,7 +650,7 @@ def test_the_tap_answers_an_sdk_s_probe_as_its_stream_would(library: str, presen
                 self.stream_observer = observer
 
     for tap in (_httpx._SyncStreamTap, _httpx._AsyncStreamTap):
-        tapped = tap(Body(), None)  # type: ignore[arg-type]
+        tapped = proxy(tap)(Body(), None)  # type: ignore[arg-type]
         assert getattr(tapped, "stream_observer", None) is (observer if present else None)
         assert isinstance(tapped, Body)
 

@@ -41,8 +41,8 @@ import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
 from otelsse import semconv
-from otelsse.monitor import Outcome, StreamMonitor
-from otelsse.telemetry import span_attributes
+from otelsse._monitor import Outcome, StreamMonitor
+from otelsse._telemetry import span_attributes
 from tests._clients import (
     READ_TIMEOUT,
     STALL_TIMEOUT,

@@ -8,11 +8,10 @@ import httpx
 import pytest
 
 from otelsse import semconv
-from otelsse.instrumentation import get_client
-from otelsse.instrumentation._client import RequestFields
-from otelsse.instrumentation._observer import Settings, Watch
+from otelsse._clients import RequestFields, get_client
+from otelsse._observe import Settings, Watch
+from otelsse._telemetry import Telemetry
 from otelsse.routes import get_route
-from otelsse.telemetry import Telemetry
 from tests._otel import Telemetry as SDK
 
 

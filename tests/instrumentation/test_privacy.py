@@ -36,8 +36,8 @@ from typing import Any
 import pytest
 
 from otelsse import semconv
-from otelsse.instrumentation._observer import Settings
-from otelsse.monitor import StreamMonitor
+from otelsse._monitor import StreamMonitor
+from otelsse._observe import Settings
 from tests._clients import Client, Got, fetch
 from tests._otel import Telemetry
 from tests._server import Received, Reply, SSEServer

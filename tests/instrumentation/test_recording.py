@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from otelsse import semconv
-from otelsse.instrumentation import RECORDER_DIR_ENV
+from otelsse._instrumentor import RECORDER_DIR_ENV
 from otelsse.recorder import FlightRecorder, load_recording
 from tests._fixtures import read_fixture
 from tests._otel import Telemetry

@@ -79,7 +79,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import otelsse
 from otelsse import semconv
-from otelsse.instrumentation import SSEInstrumentor
+from otelsse._instrumentor import SSEInstrumentor
 from tests._clients import Client, Session, Style
 from tests._fixtures import EXPECTED, read_fixture
 from tests._helpers import event_ends

@@ -47,11 +47,10 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from otelsse import semconv
-from otelsse.instrumentation import get_client
-from otelsse.instrumentation._client import RequestFields
-from otelsse.instrumentation._observer import Settings
-from otelsse.monitor import StreamMonitor
-from otelsse.telemetry import Telemetry as OtelsseTelemetry
+from otelsse._clients import RequestFields, get_client
+from otelsse._monitor import StreamMonitor
+from otelsse._observe import Settings
+from otelsse._telemetry import Telemetry as OtelsseTelemetry
 from tests._clients import CLIENTS, App, AsyncSession, Client, Session, run
 from tests._otel import Telemetry
 from tests._server import Reply, SSEServer

@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 
 from otelsse import semconv
-from otelsse.instrumentation import EXCLUDED_URLS_ENV, SSEInstrumentor
+from otelsse._instrumentor import EXCLUDED_URLS_ENV, SSEInstrumentor
 from tests._clients import CLIENTS, Client
 from tests._fixtures import read_fixture
 from tests._otel import Telemetry

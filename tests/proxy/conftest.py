@@ -1,6 +1,6 @@
 """The proxy for real on 127.0.0.1, in front of the demo's fake provider.
 
-``provider``: the fake provider (``otelsse.demo.provider``), its scenarios picked per request
+``provider``: the fake provider (``otelsse._demo.provider``), its scenarios picked per request
 by the ``x-otelsse-demo-scenario`` header. ``proxy``: a ``ProxyApp`` served by uvicorn
 (``ProxyServer``, the server ``otelsse proxy`` runs) on a free port of a background thread,
 with the upstream ``fake`` pointing at the provider and an in-memory OpenTelemetry SDK
@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind
 
 from otelsse import semconv
-from otelsse.demo.provider import FakeProvider
+from otelsse._demo.provider import FakeProvider
 from otelsse.proxy import ProxyApp, ProxyConfig, Upstream
 from otelsse.proxy._server import ProxyServer
 from tests._otel import Telemetry

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import otelsse.proxy
-from otelsse.cli import main
+from otelsse._cli import main
 from otelsse.proxy import ConfigError, ProxyApp, ProxyConfig, Upstream, load_config
 from otelsse.proxy._config import parse_upstream
 from otelsse.routes import Request, get_route, match_route, unregister_host

@@ -56,7 +56,7 @@ import openai
 import pytest
 
 from otelsse import semconv
-from otelsse.demo.provider import (
+from otelsse._demo.provider import (
     DEFAULT_MODELS,
     EXPECTED_OUTCOME,
     HTTP_FAILURES,

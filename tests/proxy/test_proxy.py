@@ -22,7 +22,7 @@ import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
 from otelsse import semconv
-from otelsse.demo.provider import JOB_HEADER, SCENARIO_HEADER, FakeProvider
+from otelsse._demo.provider import JOB_HEADER, SCENARIO_HEADER, FakeProvider
 from tests._otel import attribute_values
 from tests._server import Reply, SSEServer
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from otelsse.demo.provider import JOB_HEADER, SCENARIO_HEADER, FakeProvider
+from otelsse._demo.provider import JOB_HEADER, SCENARIO_HEADER, FakeProvider
 from tests.sre._otlp import Received, http_receiver
 
 from .conftest import MAX_WAIT, wait_for

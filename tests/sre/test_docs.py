@@ -42,12 +42,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 import otelsse
-from otelsse import gate, reader, semconv
+from otelsse import _reader as reader
+from otelsse import gate, semconv
+from otelsse._instrumentor import SSEInstrumentor
+from otelsse._monitor import Limits, Outcome, StreamMonitor, StreamReport
+from otelsse._observe import genai_neighbour
+from otelsse._telemetry import OTHER, CallFacts, Telemetry, span_attributes
 from otelsse.gate import ToolCallState
-from otelsse.instrumentation import SSEInstrumentor
-from otelsse.instrumentation._observer import genai_neighbour
-from otelsse.monitor import Limits, Outcome, StreamMonitor, StreamReport
-from otelsse.telemetry import OTHER, CallFacts, Telemetry, span_attributes
 from tests._fixtures import FIXTURES
 from tests._otel import Telemetry as SDK
 
@@ -187,9 +188,9 @@ def test_no_gate_error_type_is_internal_error() -> None:
     refused stream's fault code is it, and the gate's counter bound leaves it out."""
     package = Path(otelsse.__file__).parent
     judging = [
-        package / "monitor.py",
-        package / "reader.py",
-        package / "gate.py",
+        package / "_monitor.py",
+        package / "_reader.py",
+        *sorted((package / "gate").glob("*.py")),
         *sorted((package / "routes").glob("*.py")),
         *sorted((package / "_core").glob("*.py")),
     ]
@@ -200,7 +201,7 @@ def test_no_gate_error_type_is_internal_error() -> None:
         for text in [path.read_text(encoding="utf-8")]
     }
     # The enum member's own line names it twice: its name and its value.
-    assert named.pop("monitor.py") == 2
+    assert named.pop("_monitor.py") == 2
     assert set(named.values()) == {0}, {path: n for path, n in named.items() if n}
     assert value not in GEN["gate_error_types"]()
     assert summary_rows()[value][2] == "never: the reader does not produce it"

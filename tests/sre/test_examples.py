@@ -50,7 +50,7 @@ else:  # pragma: no cover - the test extra installs tomli there
     import tomli as tomllib
 
 from otelsse import semconv
-from otelsse.demo.provider import EXPECTED_OUTCOME, SCENARIOS, FakeProvider
+from otelsse._demo.provider import EXPECTED_OUTCOME, SCENARIOS, FakeProvider
 from tests._compose import copied, dockerfile, dockerignore_allows, load_yaml, mounted, mounts
 from tests.sre._otlp import grpc_receiver
 from tests.sre._tools import load_script, promtool

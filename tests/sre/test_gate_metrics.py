@@ -416,7 +416,7 @@ def test_error_types_come_with_the_documented_state(observed: Observed) -> None:
             found.add(error)
     expected = {
         "truncated", "payload_error", "duplicate_tool_call_id", "cancelled", "invalid_json",
-        "trailing_data", "arguments_not_object", "unregistered_tool", "schema_invalid",
+        "trailing_data", "arguments_not_object", "unregistered_tool", "tool_schema_error",
         "policy_denied", "policy_error", "no_executor", "execution_error",
     }  # fmt: skip
     assert expected <= found, expected - found

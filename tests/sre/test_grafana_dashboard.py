@@ -38,8 +38,8 @@ import pytest
 import yaml
 
 from otelsse import semconv
+from otelsse._monitor import Outcome
 from otelsse.gate import ToolCallState
-from otelsse.monitor import Outcome
 from tests.sre import _promql
 from tests.sre._promql import label_names, metric_names, substitute_grafana_variables
 

@@ -34,8 +34,8 @@ import pytest
 import yaml
 
 from otelsse import semconv
+from otelsse._monitor import Outcome
 from otelsse.gate import ToolCallState
-from otelsse.monitor import Outcome
 
 from . import _promql
 from ._promql import label_names, metric_names

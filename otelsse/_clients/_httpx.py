@@ -14,18 +14,16 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ._client import Client, Target, request_fields
-from ._tee import Proxy, atee, tee
-
-if TYPE_CHECKING:
-    from ._observer import Settings, StreamObserver, Watch
+from ._base import Client, Observer, Target, Watch, Watcher
+from ._scan import request_fields
+from ._tee import Tapped, atee, proxy, tee
 
 __all__ = ["CLIENTS", "HttpxClient"]
 
 
-class _Probed(Proxy):
+class _Probed(Tapped):
     """The attributes SDKs ask of ``response.stream`` on every event, answered directly.
 
     The anthropic SDK looks for its tracing wrapper's ``stream_observer`` per event with
@@ -42,10 +40,6 @@ class _Probed(Proxy):
 class _SyncStreamTap(_Probed):
     """``response.stream`` as before, but every chunk pulled also goes to the observer."""
 
-    def __init__(self, stream: Any, observer: StreamObserver) -> None:
-        super().__init__(stream)
-        self._self_observer = observer
-
     def __iter__(self) -> Iterator[bytes]:
         return tee(self.__wrapped__, self._self_observer)
 
@@ -58,10 +52,6 @@ class _SyncStreamTap(_Probed):
 
 class _AsyncStreamTap(_Probed):
     """The async twin of ``_SyncStreamTap``."""
-
-    def __init__(self, stream: Any, observer: StreamObserver) -> None:
-        super().__init__(stream)
-        self._self_observer = observer
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return atee(self.__wrapped__, self._self_observer)
@@ -127,7 +117,7 @@ class HttpxClient(Client):
         library = sys.modules[self.library]
         return isinstance(error, (library.TransportError, library.DecodingError))
 
-    def _watch(self, settings: Settings, request: Any) -> Watch | None:
+    def _watch(self, settings: Watcher, request: Any) -> Watch | None:
         url = request.url
         return settings.watch(
             self,
@@ -139,7 +129,7 @@ class HttpxClient(Client):
             accept=lambda: request.headers.get("accept"),
         )
 
-    def _sync_send_wrapper(self, settings: Settings) -> Callable[..., Any]:
+    def _sync_send_wrapper(self, settings: Watcher) -> Callable[..., Any]:
         def send(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             watch = settings.begin(self._watch, _request_of(args, kwargs))
             if watch is None:
@@ -157,7 +147,7 @@ class HttpxClient(Client):
 
         return send
 
-    def _async_send_wrapper(self, settings: Settings) -> Callable[..., Any]:
+    def _async_send_wrapper(self, settings: Watcher) -> Callable[..., Any]:
         async def send(
             wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Any:
@@ -178,13 +168,13 @@ class HttpxClient(Client):
         return send
 
 
-def _tap_sync(response: Any, observer: StreamObserver) -> _SyncStreamTap:
-    response.stream = tapped = _SyncStreamTap(response.stream, observer)
+def _tap_sync(response: Any, observer: Observer) -> _SyncStreamTap:
+    response.stream = tapped = proxy(_SyncStreamTap)(response.stream, observer)
     return tapped
 
 
-def _tap_async(response: Any, observer: StreamObserver) -> _AsyncStreamTap:
-    response.stream = tapped = _AsyncStreamTap(response.stream, observer)
+def _tap_async(response: Any, observer: Observer) -> _AsyncStreamTap:
+    response.stream = tapped = proxy(_AsyncStreamTap)(response.stream, observer)
     return tapped
 
 

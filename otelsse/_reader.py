@@ -30,16 +30,30 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._clients import Client, client_of, is_transport_failure, stream_error
 from ._core.http import media_type, retry_after, stream_violation
-from ._core.state import CUSTOM, FUNCTION, SERVER
+from ._core.state import CUSTOM, FUNCTION, SERVER, ToolCall
 from ._exceptions import OtelSSEError
-from ._tools import ToolRegistry, ToolSchemas
-from .instrumentation._client import Client, client_of, is_transport_failure, stream_error
-from .monitor import VIOLATION_OUTCOMES, Limits, Outcome, StreamError, StreamMonitor, StreamReport
+from ._monitor import VIOLATION_OUTCOMES, Limits, Outcome, StreamError, StreamMonitor, StreamReport
+from ._tools import (
+    DUPLICATE_TOOL_CALL_ID,
+    TOOL_SCHEMA_ERROR,
+    UNREGISTERED_TOOL,
+    ToolRegistry,
+    ToolSchemas,
+)
 from .routes import AUTO, Route, detect_route, make_adapter
 
 __all__ = [
@@ -53,11 +67,10 @@ __all__ = [
     "read_stream",
 ]
 
-#: Codes a ``StreamFault`` may carry besides the outcome names.
+#: The stream's stop reason is not one the caller accepts.
 UNACCEPTED_STOP = "unaccepted_stop"
-TOOL_SCHEMA_ERROR = "tool_schema_error"
-UNREGISTERED_TOOL = "unregistered_tool"
-DUPLICATE_TOOL_CALL_ID = "duplicate_tool_call_id"
+#: Codes a ``StreamFault`` may carry besides the outcome names (the tool-call ones are
+#: ``_tools``'s, shared with the tool gate).
 FAULT_CODES: tuple[str, ...] = (
     UNACCEPTED_STOP, TOOL_SCHEMA_ERROR, UNREGISTERED_TOOL, DUPLICATE_TOOL_CALL_ID,
 )  # fmt: skip
@@ -367,6 +380,27 @@ class _Reader:
         """The monitor reading the stream (its state is what the route has established)."""
         return self._enforcer.monitor
 
+    @property
+    def ended(self) -> bool:
+        """The stream is judged: nothing more will be read, and ``verdict()`` answers."""
+        return self._ended
+
+    @property
+    def last_event_type(self) -> str | None:
+        """The SSE event type of the last event read (None before the first)."""
+        return self._enforcer.last_event_type
+
+    @property
+    def tool_calls(self) -> Sequence[ToolCall]:
+        """The stream's tool calls so far, in the order they opened (server-run calls too):
+        each one's accumulator, open or closed. The tool gate walks them as the stream goes."""
+        return self._enforcer.monitor.state.tool_calls
+
+    @property
+    def response_id(self) -> str | None:
+        """The response id the stream has reported so far."""
+        return self._enforcer.monitor.state.response_id
+
     def _read_budget(self) -> float | None:
         """How long the next read may wait: the idle timeout, cut to what is left of the
         deadline (0 once it has passed); None when neither was given."""
@@ -414,7 +448,10 @@ class _Reader:
         if propagate:
             raise exc
 
-    def _verdict(self) -> StreamResult:
+    def verdict(self) -> StreamResult:
+        """The accepted stream, once ``ended``; else raises its ``StreamFault``."""
+        if not self._ended:
+            raise RuntimeError("the stream is not judged yet: step() until it has ended")
         if self._fault is not None:
             raise self._fault
         assert self._result is not None
@@ -463,16 +500,17 @@ class StreamReader(_Reader):
             while pending:
                 yield pending.popleft()
             if self._ended:
-                self._verdict()
+                self.verdict()
                 return
-            self._step()
+            self.step()
 
-    def _step(self) -> None:
-        """Read and feed one chunk, or judge the stream once nothing is left to read (the tool
-        gate looks at the monitor after each step)."""
+    def step(self) -> bool:
+        """Read and feed one chunk, or judge the stream once nothing is left to read; False once
+        it is judged (``ended``). The tool gate looks at the calls after each step."""
         if self._generator is None:
             self._generator = self._read()
         next(self._generator, None)
+        return not self._ended
 
     def _read(self) -> Iterator[None]:
         enforcer = self._enforcer
@@ -513,7 +551,7 @@ class StreamReader(_Reader):
         """Read whatever is left and return the accepted result, or raise ``StreamFault``."""
         for _ in self:
             pass
-        return self._verdict()
+        return self.verdict()
 
 
 class AsyncStreamReader(_Reader):
@@ -532,15 +570,16 @@ class AsyncStreamReader(_Reader):
             while pending:
                 yield pending.popleft()
             if self._ended:
-                self._verdict()
+                self.verdict()
                 return
-            await self._step()
+            await self.step()
 
-    async def _step(self) -> None:
-        """Read and feed one chunk, or judge the stream (see ``StreamReader._step``)."""
+    async def step(self) -> bool:
+        """Read and feed one chunk, or judge the stream (see ``StreamReader.step``)."""
         if self._generator is None:
             self._generator = self._read()
         await anext(self._generator, None)
+        return not self._ended
 
     async def _read(self) -> AsyncIterator[None]:
         enforcer = self._enforcer
@@ -585,7 +624,7 @@ class AsyncStreamReader(_Reader):
     async def result(self) -> StreamResult:
         async for _ in self:
             pass
-        return self._verdict()
+        return self.verdict()
 
 
 #: Reads a closed response's chunk iterator is given to end (it ends at the first).

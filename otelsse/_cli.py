@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 
 from ._core.decode import BOM
 from ._core.events import SSEEvent
-from .monitor import Outcome, StreamMonitor, StreamReport
+from ._monitor import Outcome, StreamMonitor, StreamReport
 from .routes import AUTO, detect_route, register_host, route_names, unregister_host
 
 __all__ = ["main"]
@@ -272,7 +272,7 @@ _FIELD_LINE = re.compile(rb"^(?:data|event|id|retry)(?::|$)", re.MULTILINE)
 
 def _fields(report: StreamReport, last_event: str | None) -> dict[str, Any]:
     """Everything ``inspect`` prints about a report, in order; text and JSON modes alike."""
-    from .telemetry import span_attributes
+    from ._telemetry import span_attributes
 
     outcome, _, reason = verdict(report, last_event).partition(": ")
     fields: dict[str, Any] = {"verdict": outcome, "reason": reason}
@@ -459,7 +459,7 @@ def _demo_problem(args: argparse.Namespace) -> str | None:
 
 def _serve_provider(host: str, port: int, out: TextIO) -> int:
     """``otelsse demo --provider-only``: serve the fake provider until Ctrl-C."""
-    from .demo.provider import FakeProvider
+    from ._demo.provider import FakeProvider
 
     with contextlib.ExitStack() as stack:
         try:
@@ -482,7 +482,7 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
     if args.provider_only:
         return _serve_provider(*_provider_address(args), out)
     try:
-        from .demo.run import DemoOptions, ListenError, run_demo
+        from ._demo.run import DemoOptions, ListenError, run_demo
     except ImportError as exc:
         return _fail(f"otelsse demo needs {exc.name}: pip install 'otelsse[demo]'")
     options = DemoOptions(
@@ -738,8 +738,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _proxy(args: argparse.Namespace) -> int:
     try:
-        from .proxy import ConfigError, load_config, serve
-        from .proxy._config import parse_upstream
+        from .proxy import ConfigError, load_config, parse_upstream, serve
     except ImportError as exc:
         return _fail(f"otelsse proxy needs {exc.name}: pip install 'otelsse[proxy]'")
     # Every other flag is a setting of the same name (None: not given).

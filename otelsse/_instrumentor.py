@@ -13,9 +13,12 @@ import wrapt
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from opentelemetry.instrumentation.utils import unwrap
 
-from .. import semconv
-from ..monitor import Limits
-from ..routes import (
+from . import semconv
+from ._clients import CLIENT_MODULES, get_client
+from ._monitor import Limits
+from ._observe import GenAISpan, Settings
+from ._telemetry import Telemetry
+from .routes import (
     Route,
     get_route,
     register_host,
@@ -23,12 +26,9 @@ from ..routes import (
     unregister_host,
     unregister_route,
 )
-from ..telemetry import Telemetry
-from ._client import CLIENT_MODULES, get_client
-from ._observer import GenAISpan, Settings
 
 if TYPE_CHECKING:
-    from ..recorder import FlightRecorder
+    from .recorder import FlightRecorder
 
 __all__ = [
     "EXCLUDED_URLS_ENV",
@@ -36,6 +36,8 @@ __all__ = [
     "OPTIONS",
     "RECORDER_DIR_ENV",
     "SSEInstrumentor",
+    "instrument",
+    "uninstrument",
 ]
 
 _LOG = logging.getLogger("otelsse")
@@ -203,6 +205,24 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             unregister_route(name)
 
 
+def instrument(**options: Any) -> None:
+    """Observe SSE responses read through httpx, httpx2, requests and aiohttp from now on.
+
+    Idempotent and silent: a second call changes nothing (``uninstrument()`` first to change
+    options). Options: see ``SSEInstrumentor``; ``opentelemetry-instrument`` does the same with
+    none.
+    """
+    instrumentor = SSEInstrumentor()
+    # BaseInstrumentor would log a warning on the second call; "idempotent" means no noise.
+    if not instrumentor.is_instrumented_by_opentelemetry:
+        instrumentor.instrument(**options)
+
+
+def uninstrument() -> None:
+    """Undo ``instrument()``: every patched method is restored."""
+    SSEInstrumentor().uninstrument()
+
+
 def _host_profiles(
     option: Mapping[str, str | type[Route]] | None,
 ) -> list[tuple[str, str | type[Route]]]:
@@ -265,7 +285,7 @@ def _env_recorder(limits: Limits | None, telemetry: Telemetry) -> FlightRecorder
     directory = os.environ.get(RECORDER_DIR_ENV)
     if not directory:
         return None
-    from ..recorder import FlightRecorder
+    from .recorder import FlightRecorder
 
     try:
         # A replay must judge with the live monitors' ceilings.

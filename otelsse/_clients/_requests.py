@@ -15,19 +15,17 @@ import inspect
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
-from ._client import Client, Target, request_fields
-from ._tee import Proxy, tee
-
-if TYPE_CHECKING:
-    from ._observer import Settings, StreamObserver, Watch
+from ._base import Client, Observer, Target, Watch, Watcher
+from ._scan import request_fields
+from ._tee import Tapped, proxy, tee
 
 __all__ = ["CLIENTS", "RequestsClient"]
 
 
-class _RawTap(Proxy):
+class _RawTap(Tapped):
     """``response.raw`` as before, but every body read also goes to the observer.
 
     Each way urllib3's ``HTTPResponse`` hands out body bytes hands the observer exactly what it
@@ -38,9 +36,8 @@ class _RawTap(Proxy):
     would read the wrapped response directly, call it and pass on what it returned.
     """
 
-    def __init__(self, raw: Any, observer: StreamObserver, content_encoding: str | None) -> None:
-        super().__init__(raw)
-        self._self_observer = observer
+    def __init__(self, raw: Any, observer: Observer, content_encoding: str | None) -> None:
+        super().__init__(raw, observer)
         # Until the application first reads the coded bytes themselves.
         self._self_coded: str | None = content_encoding
 
@@ -273,7 +270,7 @@ class RequestsClient(Client):
             ),
         )
 
-    def _watch(self, settings: Settings, session: Any, arguments: dict[str, Any]) -> Watch | None:
+    def _watch(self, settings: Watcher, session: Any, arguments: dict[str, Any]) -> Watch | None:
         url = _URL(str(arguments.get("url") or ""))
         return settings.watch(
             self,
@@ -285,7 +282,7 @@ class RequestsClient(Client):
             accept=lambda: _header(session, arguments, "accept"),
         )
 
-    def _request_wrapper(self, settings: Settings) -> Callable[..., Any]:
+    def _request_wrapper(self, settings: Watcher) -> Callable[..., Any]:
         def request(
             wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Any:
@@ -321,9 +318,9 @@ def _header(session: Any, arguments: dict[str, Any], name: str) -> str | None:
     return None
 
 
-def _tap_raw(response: Any, observer: StreamObserver) -> _RawTap:
+def _tap_raw(response: Any, observer: Observer) -> _RawTap:
     coding = response.headers.get("content-encoding")
-    response.raw = tapped = _RawTap(response.raw, observer, coding)
+    response.raw = tapped = proxy(_RawTap)(response.raw, observer, coding)
     return tapped
 
 

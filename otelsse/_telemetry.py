@@ -11,25 +11,19 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Hashable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from . import semconv
-from .monitor import Outcome, StreamReport
-from .version import __version__
-
-if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
-
-    from .gate import GateCall, GateResult, _Attempt
-    from .ledger import SpanIds
+from ._monitor import Outcome, StreamReport
+from ._version import __version__
 
 __all__ = [
-    "OTHER", "AttributeValue", "CallFacts", "GateTelemetry", "MetricAttributes", "Telemetry",
-    "span_attributes",
+    "OTHER", "AttributeValue", "CallFacts", "FirstSeen", "MetricAttributes", "Telemetry",
+    "capped", "counter", "cut", "histogram", "instruments", "span_attributes",
 ]  # fmt: skip
 
 # Outcomes of an answer that reached its final stop, whether or not the terminal event came.
@@ -75,9 +69,9 @@ def span_attributes(
     # Provider-sent strings are cut: a server can send a megabyte where a name belongs.
     optional: dict[str, str | int | float | None] = {
         s.ROUTE_PROFILE: report.route_profile,
-        s.STOP_REASON: _cut(report.stop_reason, s.MAX_CODE_CHARS),
+        s.STOP_REASON: cut(report.stop_reason, s.MAX_CODE_CHARS),
         s.BUFFER_LIMIT_STAGE: report.buffer_limit_stage,
-        s.PROVIDER_ERROR_CODE: _cut(report.provider_error_code, s.MAX_CODE_CHARS),
+        s.PROVIDER_ERROR_CODE: cut(report.provider_error_code, s.MAX_CODE_CHARS),
         s.TIME_TO_FIRST_BYTE: report.time_to_first_byte,
         s.TIME_TO_FIRST_EVENT: report.time_to_first_event,
         s.TIME_TO_FIRST_OUTPUT: report.time_to_first_output,
@@ -86,8 +80,8 @@ def span_attributes(
         s.DURATION: report.duration,
         s.GEN_AI_PROVIDER_NAME: report.provider_name,
         s.GEN_AI_OPERATION_NAME: report.operation_name,
-        s.GEN_AI_RESPONSE_MODEL: _cut(report.response_model, s.MAX_IDENTIFIER_CHARS),
-        s.GEN_AI_RESPONSE_ID: _cut(report.response_id, s.MAX_IDENTIFIER_CHARS),
+        s.GEN_AI_RESPONSE_MODEL: cut(report.response_model, s.MAX_IDENTIFIER_CHARS),
+        s.GEN_AI_RESPONSE_ID: cut(report.response_id, s.MAX_IDENTIFIER_CHARS),
         s.ERROR_TYPE: report.outcome.value if report.outcome.value in s.ERROR_OUTCOMES else None,
     }
     if s.USAGE not in owned:
@@ -111,11 +105,11 @@ def span_attributes(
     return attributes
 
 
-def _cut(value: str | None, limit: int) -> str | None:
+def cut(value: str | None, limit: int) -> str | None:
     return None if value is None else value[:limit]
 
 
-class _FirstSeen:
+class FirstSeen:
     """The first ``limit`` distinct values offered; ``admit`` refuses any later one.
 
     Model names, hosts and stop reasons are chosen by whoever runs the server: without a limit
@@ -141,7 +135,7 @@ class _FirstSeen:
         return False
 
 
-def _capped(values: _FirstSeen, value: str) -> str:
+def capped(values: FirstSeen, value: str) -> str:
     value = value[: semconv.MAX_METRIC_VALUE_CHARS]
     return value if values.admit(value) else OTHER
 
@@ -189,19 +183,14 @@ class Telemetry:
         max_stop_reasons: int = semconv.DEFAULT_MAX_STOP_REASONS,
         semconv_opt_in: str | None = None,
     ) -> None:
-        self.tracer = trace.get_tracer(
-            semconv.SCOPE_NAME, __version__, tracer_provider, schema_url=semconv.SCHEMA_URL
-        )
-        meter = metrics.get_meter(
-            semconv.SCOPE_NAME, __version__, meter_provider, semconv.SCHEMA_URL
-        )
+        self.tracer, meter = instruments(tracer_provider, meter_provider)
         s = semconv
-        self._streams = _counter(meter, s.STREAMS)
+        self._streams = counter(meter, s.STREAMS)
         self._active = meter.create_up_down_counter(
             s.STREAMS_ACTIVE.name, s.STREAMS_ACTIVE.unit, s.STREAMS_ACTIVE.description
         )
         self._histograms = [
-            (_histogram(meter, spec), field)
+            (histogram(meter, spec), field)
             for spec, field in (
                 (s.STREAM_DURATION, "duration"),
                 (s.STREAM_TIME_TO_FIRST_EVENT, "time_to_first_event"),
@@ -211,26 +200,26 @@ class Telemetry:
                 (s.STREAM_BYTES, "bytes_received"),
             )
         ]
-        self._refusals = _counter(meter, s.STREAM_REFUSALS)
-        self._tool_calls = _counter(meter, s.TOOL_CALLS)
-        self._errors = _counter(meter, s.INSTRUMENTATION_ERRORS)
+        self._refusals = counter(meter, s.STREAM_REFUSALS)
+        self._tool_calls = counter(meter, s.TOOL_CALLS)
+        self._errors = counter(meter, s.INSTRUMENTATION_ERRORS)
         # measure -> its histograms, and the usage counters of the latest names
         self._genai: dict[str, list[metrics.Histogram]] = {}
         self._genai_usage: list[metrics.Counter] = []
         for measure, specs in s.genai_metrics(semconv_opt_in).items():
             for spec in specs:
                 if spec.kind == "histogram":
-                    self._genai.setdefault(measure, []).append(_histogram(meter, spec))
+                    self._genai.setdefault(measure, []).append(histogram(meter, spec))
                 else:
-                    self._genai_usage.append(_counter(meter, spec))
-        self._models = _FirstSeen(max_model_names)
-        self._servers = _FirstSeen(max_server_addresses)
-        self._stop_reasons = _FirstSeen(max_stop_reasons)
-        self._statuses = _FirstSeen(s.MAX_STATUS_CODES)
+                    self._genai_usage.append(counter(meter, spec))
+        self._models = FirstSeen(max_model_names)
+        self._servers = FirstSeen(max_server_addresses)
+        self._stop_reasons = FirstSeen(max_stop_reasons)
+        self._statuses = FirstSeen(s.MAX_STATUS_CODES)
         # What bounds the products (semconv.max_series): keys and stop-reason sets.
-        self._series_keys = _FirstSeen(s.MAX_SERIES_KEYS)
-        self._active_keys = _FirstSeen(s.MAX_SERIES_KEYS)
-        self._stop_reason_series = _FirstSeen(s.MAX_STOP_REASON_SERIES)
+        self._series_keys = FirstSeen(s.MAX_SERIES_KEYS)
+        self._active_keys = FirstSeen(s.MAX_SERIES_KEYS)
+        self._stop_reason_series = FirstSeen(s.MAX_STOP_REASON_SERIES)
         self._logged: set[tuple[str, str]] = set()
         for stage in s.INSTRUMENTATION_STAGES:
             self._errors.add(0, {s.INSTRUMENTATION_STAGE: stage})
@@ -266,7 +255,7 @@ class Telemetry:
         series = dict(attributes)
         server = series.get(semconv.SERVER_ADDRESS)
         if server is not None:
-            series[semconv.SERVER_ADDRESS] = _capped(self._servers, server)
+            series[semconv.SERVER_ADDRESS] = capped(self._servers, server)
         if not self._active_keys.admit(_key(series)):
             series[semconv.SERVER_ADDRESS] = OTHER
         return series
@@ -322,11 +311,11 @@ class Telemetry:
         s = semconv
         series: MetricAttributes = {s.ROUTE: report.route}
         if call.server_address is not None:
-            series[s.SERVER_ADDRESS] = _capped(self._servers, call.server_address)
+            series[s.SERVER_ADDRESS] = capped(self._servers, call.server_address)
         if report.provider_name is not None:
             series[s.GEN_AI_PROVIDER_NAME] = report.provider_name
         if call.request_model is not None:
-            series[s.GEN_AI_REQUEST_MODEL] = _capped(self._models, call.request_model)
+            series[s.GEN_AI_REQUEST_MODEL] = capped(self._models, call.request_model)
         key = _key(series)
         new = key not in self._series_keys
         if not self._series_keys.admit(key):
@@ -336,11 +325,11 @@ class Telemetry:
         outcome = report.outcome.value
         point = {**series, s.OUTCOME: outcome, **_status(outcome, call.status_code)}
         status = point.get(s.HTTP_RESPONSE_STATUS_CODE)
-        capped = outcome == Outcome.HTTP_ERROR.value and status is not None
-        if capped and not self._statuses.admit(status):
+        status_capped = outcome == Outcome.HTTP_ERROR.value and status is not None
+        if status_capped and not self._statuses.admit(status):
             del point[s.HTTP_RESPONSE_STATUS_CODE]
         if report.stop_reason is not None:
-            point[s.STOP_REASON] = _capped(self._stop_reasons, report.stop_reason)
+            point[s.STOP_REASON] = capped(self._stop_reasons, report.stop_reason)
         # Sets beyond the pre-created ones (a stop reason, an http_error's status) are admitted
         # up to a bound; past it they fold into the route's overflow key.
         plain = s.STOP_REASON not in point and outcome != Outcome.HTTP_ERROR.value
@@ -469,124 +458,25 @@ def _status(outcome: str, status_code: int | None) -> MetricAttributes:
     return {}
 
 
-def _counter(meter: metrics.Meter, spec: semconv.MetricSpec) -> metrics.Counter:
+def instruments(
+    tracer_provider: trace.TracerProvider | None, meter_provider: metrics.MeterProvider | None
+) -> tuple[trace.Tracer, metrics.Meter]:
+    """otelsse's tracer and meter from the given providers (None: the global ones)."""
+    tracer = trace.get_tracer(
+        semconv.SCOPE_NAME, __version__, tracer_provider, schema_url=semconv.SCHEMA_URL
+    )
+    meter = metrics.get_meter(semconv.SCOPE_NAME, __version__, meter_provider, semconv.SCHEMA_URL)
+    return tracer, meter
+
+
+def counter(meter: metrics.Meter, spec: semconv.MetricSpec) -> metrics.Counter:
     return meter.create_counter(spec.name, spec.unit, spec.description)
 
 
-def _histogram(meter: metrics.Meter, spec: semconv.MetricSpec) -> metrics.Histogram:
+def histogram(meter: metrics.Meter, spec: semconv.MetricSpec) -> metrics.Histogram:
     return meter.create_histogram(
         spec.name,
         spec.unit,
         spec.description,
         explicit_bucket_boundaries_advisory=list(spec.buckets or ()),
     )
-
-
-class GateTelemetry:
-    """The tool gate's spans and counter: one ``otelsse.gate`` span per attempt (linked to the
-    run's earlier attempts), one ``otelsse.tool_call`` span per call under it, and
-    ``otelsse.gate.calls`` by final state, tool name (capped) and error class. Ids, names,
-    sizes and statuses only."""
-
-    def __init__(
-        self,
-        tracer_provider: trace.TracerProvider | None = None,
-        meter_provider: metrics.MeterProvider | None = None,
-    ) -> None:
-        self.tracer = trace.get_tracer(
-            semconv.SCOPE_NAME, __version__, tracer_provider, schema_url=semconv.SCHEMA_URL
-        )
-        meter = metrics.get_meter(
-            semconv.SCOPE_NAME, __version__, meter_provider, semconv.SCHEMA_URL
-        )
-        self._calls = _counter(meter, semconv.GATE_CALLS)
-
-    def start_attempt(self, attempt: _Attempt, earlier: list[SpanIds]) -> Span:
-        s = semconv
-        links = [
-            trace.Link(
-                trace.SpanContext(trace_id, span_id, is_remote=True),
-                {s.GATE_RUN_ID: attempt.run_id},
-            )
-            for trace_id, span_id in earlier
-        ]
-        span = self.tracer.start_span(
-            s.GATE_SPAN_NAME,
-            kind=SpanKind.INTERNAL,
-            links=links,
-            attributes={s.GATE_RUN_ID: attempt.run_id, s.GATE_ATTEMPT: attempt.attempt},
-        )
-        return span
-
-    @staticmethod
-    def current(span: Span) -> AbstractContextManager[Span]:
-        return trace.use_span(span, end_on_exit=False)
-
-    def end_attempt(self, span: Span, attempt: _Attempt, result: GateResult | None) -> None:
-        s = semconv
-        context = trace.set_span_in_context(span)
-        for record in attempt.calls:
-            self._record_call(record, context)
-        if result is not None:
-            report = result.report
-            attributes: dict[str, AttributeValue] = {}
-            if report is not None:
-                attributes[s.ROUTE] = report.route
-                attributes[s.OUTCOME] = report.outcome.value
-            if result.response_id is not None:
-                attributes[s.GEN_AI_RESPONSE_ID] = result.response_id[: s.MAX_IDENTIFIER_CHARS]
-            if result.fault is not None:
-                attributes[s.GATE_FAULT] = result.fault
-                span.set_status(Status(StatusCode.ERROR))
-                attributes[s.ERROR_TYPE] = result.fault
-            span.set_attributes(attributes)
-        else:
-            span.set_status(Status(StatusCode.ERROR))
-            span.set_attribute(s.ERROR_TYPE, Outcome.CANCELLED.value)
-        span.end()
-
-    def _record_call(self, record: GateCall, context: Context) -> None:
-        s = semconv
-        state = record.state.value
-        attributes: dict[str, AttributeValue] = {
-            s.GATE_RUN_ID: record.run_id,
-            s.GATE_ATTEMPT: record.attempt,
-            s.TOOL_CALL_STATE: state,
-            s.TOOL_CALL_JSON_STATUS: record.json_status,
-            s.TOOL_CALL_TRAILING_DATA: record.trailing_data,
-            s.TOOL_CALL_SCHEMA_STATUS: record.schema_status,
-        }
-        optional = {
-            s.GEN_AI_TOOL_NAME: _cut(record.tool_name, s.MAX_CODE_CHARS),
-            s.GEN_AI_TOOL_CALL_ID: _cut(record.call_id, s.MAX_IDENTIFIER_CHARS),
-            s.GEN_AI_RESPONSE_ID: _cut(record.response_id, s.MAX_IDENTIFIER_CHARS),
-            s.TOOL_CALL_POLICY: record.policy_decision,
-            s.TOOL_CALL_EXECUTION: record.execution_status,
-            s.ERROR_TYPE: _cut(record.exception_type or record.error_class, s.MAX_CODE_CHARS),
-        }
-        attributes.update({key: value for key, value in optional.items() if value is not None})
-        if record.buffer_bytes is not None:
-            attributes[s.TOOL_CALL_BYTES] = record.buffer_bytes
-        span = self.tracer.start_span(
-            s.TOOL_CALL_SPAN_NAME,
-            context=context,
-            kind=SpanKind.INTERNAL,
-            attributes=attributes,
-            start_time=record.opened_at,
-        )
-        if record.state.value in _FAILED_CALL_STATES:
-            span.set_status(Status(StatusCode.ERROR))
-        span.end(end_time=record.finished_at)
-        tool = _capped(_GATE_TOOL_NAMES, record.tool_name or "")
-        point: MetricAttributes = {s.TOOL_CALL_STATE: state, s.GEN_AI_TOOL_NAME: tool}
-        if record.error_class is not None:
-            point[s.ERROR_TYPE] = record.error_class
-        self._calls.add(1, point)
-
-
-#: Shared by every gate of the process: the cap bounds the counter's series, not one gate's.
-_GATE_TOOL_NAMES = _FirstSeen(semconv.DEFAULT_MAX_TOOL_NAMES)
-
-#: Final states that mean something went wrong (a denial or a pending approval is the policy
-#: working; a replay is the ledger working).
-_FAILED_CALL_STATES = frozenset({"quarantined", "execution_failed", "needs_reconciliation"})

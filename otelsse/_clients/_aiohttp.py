@@ -25,23 +25,17 @@ import asyncio
 import importlib
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ._client import Client, Target, request_fields
-from ._tee import Proxy
-
-if TYPE_CHECKING:
-    from ._observer import Settings, StreamObserver, Watch
+from ._base import Client, Observer, Target, Watch, Watcher
+from ._scan import request_fields
+from ._tee import Tapped, proxy
 
 __all__ = ["CLIENTS", "AiohttpClient"]
 
 
-class _ContentTap(Proxy):
+class _ContentTap(Tapped):
     """``response.content`` as before, but every body read also goes to the observer."""
-
-    def __init__(self, content: Any, observer: StreamObserver) -> None:
-        super().__init__(content)
-        self._self_observer = observer
 
     def _self_took(self, data: bytes) -> None:
         if data:
@@ -175,7 +169,7 @@ class AiohttpClient(Client):
         return isinstance(error, (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError))
 
     def _watch(
-        self, settings: Settings, session: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, settings: Watcher, session: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Watch | None:
         method = args[0] if args else kwargs["method"]
         url = session._build_url(args[1] if len(args) > 1 else kwargs["str_or_url"])
@@ -193,7 +187,7 @@ class AiohttpClient(Client):
             accept=lambda: _header(session, kwargs, "accept"),
         )
 
-    def _request_wrapper(self, settings: Settings) -> Callable[..., Any]:
+    def _request_wrapper(self, settings: Watcher) -> Callable[..., Any]:
         async def request(
             wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Any:
@@ -210,7 +204,7 @@ class AiohttpClient(Client):
         return request
 
 
-def _released(settings: Settings) -> Callable[..., Any]:
+def _released(settings: Watcher) -> Callable[..., Any]:
     """``ClientResponse.release``/``close``: a tapped body ends there, as cancelled unless it
     already ended."""
 
@@ -225,12 +219,12 @@ def _released(settings: Settings) -> Callable[..., Any]:
     return release
 
 
-def _tap(response: Any, observer: StreamObserver) -> _ContentTap:
-    response.content = tapped = _ContentTap(response.content, observer)
+def _tap(response: Any, observer: Observer) -> _ContentTap:
+    response.content = tapped = proxy(_ContentTap)(response.content, observer)
     return tapped
 
 
-def _tap_coded(response: Any, observer: StreamObserver) -> _ContentTap:
+def _tap_coded(response: Any, observer: Observer) -> _ContentTap:
     # auto_decompress=False: the application reads the coded bytes; the monitor needs them
     # decoded.
     observer.decode_as(response.headers.get("content-encoding"))

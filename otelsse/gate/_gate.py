@@ -1,16 +1,12 @@
-"""The tool-execution gate (seed 001): a tool runs only once its call provably completed,
-validated and was approved, and at most once.
+"""``ToolGate``: a tool runs only once its call provably completed, validated and was approved,
+and at most once.
 
-    stream bytes -> enforcing reader (monitor, route, accumulators) -> one record per call:
+    stream bytes -> enforcing reader (monitor, route, accumulators) -> one record per call,
+    walked through the states of ``_states.py``
 
-    RECEIVING -> ITEM_OPEN -> ITEM_TERMINAL -> PARSED -> SCHEMA_VALID
-        -> POLICY_APPROVED -> EXECUTED | EXECUTION_FAILED | NEEDS_RECONCILIATION | REPLAYED
-        -> POLICY_DENIED | NEEDS_APPROVAL
-    any state before POLICY_APPROVED -> QUARANTINED
-    POLICY_APPROVED -> QUARANTINED (identity_collision: the ledger holds another call's claim)
-
-``ToolGate.run()`` reads one stream (one attempt of a run) and walks every call the application
-is asked to run through these states; ``_TRANSITIONS`` is the only way a record changes state.
+``ToolGate.run()`` reads one stream (one attempt of a run) through the reader's step API and
+walks every call the application is asked to run through the states; ``_states.TRANSITIONS`` is
+the only table of moves.
 A call reaches the executor only from ``POLICY_APPROVED``, only after the response's terminal
 event (or, with ``run_at="item"`` on a route that proves item completion, after the call's own
 terminal event), and only once the ledger has durably recorded the decision. A call is keyed by
@@ -28,337 +24,50 @@ never arguments, never results. The parsed arguments reach only the policy and t
 
 from __future__ import annotations
 
-import enum
-import functools
-import hashlib
 import inspect
-import json
 import time
 import uuid
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ._core.stack import on_fresh_stack
-from ._core.state import CUSTOM, INVALID_JSON, SERVER, TRAILING_DATA, ToolCall
-from ._exceptions import OtelSSEError
-from ._tools import ToolRegistry, ToolSchemas
-from .ledger import DECIDED, FAILED, SUCCEEDED, CallKey, Ledger, LedgerEntry, MemoryLedger
-from .monitor import Limits, Outcome, StreamReport
-from .reader import AsyncStreamReader, StreamFault, StreamReader, StreamResult, _Reader
-from .routes import Route
+from .._core.state import CUSTOM, INVALID_JSON, SERVER, TRAILING_DATA
+from .._monitor import Limits, Outcome
+from .._reader import AsyncStreamReader, StreamFault, StreamReader
+from .._tools import (
+    ARGUMENTS_NOT_OBJECT,
+    DUPLICATE_TOOL_CALL_ID,
+    TOOL_SCHEMA_ERROR,
+    UNREGISTERED_TOOL,
+    ToolRegistry,
+    ToolSchemas,
+)
+from ..routes import Route
+from ._ledger import DECIDED, FAILED, SUCCEEDED, CallKey, Ledger, LedgerEntry, MemoryLedger
+from ._records import (
+    EXECUTION_ERROR,
+    IDENTITY_COLLISION,
+    NO_EXECUTOR,
+    POLICY_DENIED,
+    POLICY_ERROR,
+    Decision,
+    Executor,
+    GateCall,
+    GateResult,
+    Policy,
+    ToolCallView,
+)
+from ._states import UNDECIDED, ToolCallState
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import TracerProvider
 
-    from .telemetry import GateTelemetry
+    from ._telemetry import GateTelemetry
 
-__all__ = [
-    "Decision",
-    "GateCall",
-    "GateResult",
-    "IllegalTransition",
-    "ToolCallState",
-    "ToolCallView",
-    "ToolGate",
-]
-
-
-class ToolCallState(str, enum.Enum):
-    """Where one tool call stands between "bytes arrived" and "the tool ran"."""
-
-    #: The stream named the call.
-    RECEIVING = "receiving"
-    #: Its argument accumulator is open: bytes may still arrive.
-    ITEM_OPEN = "item_open"
-    #: The provider declared the call complete (its item's terminal event).
-    ITEM_TERMINAL = "item_terminal"
-    #: Its whole argument buffer is exactly one JSON object (or a custom tool's text).
-    PARSED = "parsed"
-    #: It names a registered tool and its arguments pass that tool's JSON Schema.
-    SCHEMA_VALID = "schema_valid"
-    #: The policy approved it: the only state from which the executor is called.
-    POLICY_APPROVED = "policy_approved"
-    #: The executor returned.
-    EXECUTED = "executed"
-    #: Final: never run. The stream failed before the call was proven (timeout, disconnect,
-    #: error, missing terminal) or its arguments were unusable (invalid JSON, trailing data,
-    #: unregistered tool, schema failure, duplicate id), or, once approved, the ledger held
-    #: another call under its identity (identity collision).
-    QUARANTINED = "quarantined"
-    #: Final: the policy refused it (or failed, which refuses).
-    POLICY_DENIED = "policy_denied"
-    #: Final for this run: the policy wants a human to decide; not run.
-    NEEDS_APPROVAL = "needs_approval"
-    #: Final: the executor raised.
-    EXECUTION_FAILED = "execution_failed"
-    #: Final: the ledger holds a decision for this call with no result (a process died while it
-    #: ran): its side effect is unknown, so it is never run again automatically.
-    NEEDS_RECONCILIATION = "needs_reconciliation"
-    #: Final: the ledger holds this call's result already (a replayed stream, a second gate).
-    REPLAYED = "replayed"
-
-    def __str__(self) -> str:
-        return self.value
-
+__all__ = ["ToolGate"]
 
 _S = ToolCallState
-#: Every legal move. Anything else is a bug in the gate and raises ``IllegalTransition``.
-_TRANSITIONS: dict[ToolCallState, frozenset[ToolCallState]] = {
-    _S.RECEIVING: frozenset({_S.ITEM_OPEN, _S.QUARANTINED}),
-    _S.ITEM_OPEN: frozenset({_S.ITEM_TERMINAL, _S.QUARANTINED}),
-    _S.ITEM_TERMINAL: frozenset({_S.PARSED, _S.QUARANTINED}),
-    _S.PARSED: frozenset({_S.SCHEMA_VALID, _S.QUARANTINED}),
-    _S.SCHEMA_VALID: frozenset(
-        {_S.POLICY_APPROVED, _S.POLICY_DENIED, _S.NEEDS_APPROVAL, _S.QUARANTINED}
-    ),
-    _S.POLICY_APPROVED: frozenset(
-        {_S.EXECUTED, _S.EXECUTION_FAILED, _S.NEEDS_RECONCILIATION, _S.REPLAYED, _S.QUARANTINED}
-    ),
-}
-#: States a call never leaves (``POLICY_APPROVED`` too, when no executor was given for it).
-FINAL_STATES = frozenset(set(ToolCallState) - set(_TRANSITIONS))
-
-
-class IllegalTransition(OtelSSEError):
-    """A record was asked to make a move ``_TRANSITIONS`` does not allow: a bug in otelsse."""
-
-
-class Decision(str, enum.Enum):
-    """What a policy returns (the plain strings are accepted too)."""
-
-    APPROVE = "approve"
-    DENY = "deny"
-    NEEDS_APPROVAL = "needs_approval"
-
-
-# Short error classes of a record (``error.type``), besides the reader's fault codes and the
-# argument problems ``invalid_json`` and ``trailing_data``.
-ARGUMENTS_NOT_OBJECT = "arguments_not_object"
-UNREGISTERED_TOOL = "unregistered_tool"
-DUPLICATE_CALL_ID = "duplicate_call_id"
-SCHEMA_INVALID = "schema_invalid"
-POLICY_DENIED = "policy_denied"
-POLICY_ERROR = "policy_error"
-NO_EXECUTOR = "no_executor"
-EXECUTION_ERROR = "execution_error"
-#: The ledger holds a claim of this call's key by a call with another fingerprint (another
-#: tool or other arguments: a provider reusing ids), or by one from before ledgers kept them.
-IDENTITY_COLLISION = "identity_collision"
-#: Every error class a record can carry besides a ``StreamFault`` code: a closed set.
-ERROR_CLASSES: tuple[str, ...] = (
-    INVALID_JSON, TRAILING_DATA, ARGUMENTS_NOT_OBJECT, UNREGISTERED_TOOL, DUPLICATE_CALL_ID,
-    SCHEMA_INVALID, POLICY_DENIED, POLICY_ERROR, NO_EXECUTOR, EXECUTION_ERROR,
-    IDENTITY_COLLISION,
-)  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCallView:
-    """What a policy sees of one call: its name, its parsed arguments and its ids."""
-
-    name: str
-    arguments: Any = field(repr=False)
-    call_id: str
-    response_id: str
-    run_id: str
-    attempt: int
-    #: ``"function"`` (``arguments`` a JSON object) or ``"custom"`` (``arguments`` is text).
-    kind: str
-
-
-Policy = Callable[[ToolCallView], "Decision | str | Awaitable[Decision | str]"]
-Executor = Callable[[Any], Any]
-
-
-class GateCall:
-    """One call's record (seed 001): ids, tool name, sizes, statuses and a short error class.
-
-    Never the arguments. ``output`` holds what the executor returned, in memory only (for the
-    caller's follow-up request); it is in no record, span, metric or ledger row.
-    """
-
-    __slots__ = (
-        "_call",
-        "_claimed",
-        "_state",
-        "attempt",
-        "buffer_bytes",
-        "error_class",
-        "exception_type",
-        "execution_status",
-        "finished_at",
-        "history",
-        "json_status",
-        "kind",
-        "opened_at",
-        "output",
-        "policy_decision",
-        "position",
-        "response_id",
-        "route",
-        "run_id",
-        "schema_keyword",
-        "schema_status",
-        "stream_event",
-        "terminal_seen",
-        "trailing_data",
-    )
-
-    def __init__(self, call: ToolCall, position: int, run_id: str, attempt: int) -> None:
-        self._call = call
-        self._state = ToolCallState.RECEIVING
-        #: Every state the call passed through, in order.
-        self.history: list[ToolCallState] = [self._state]
-        self.run_id = run_id
-        self.attempt = attempt
-        #: The call's position among this response's calls (its id when the provider gave none).
-        self.position = position
-        self.response_id: str | None = None
-        self.kind = call.kind
-        self.opened_at = time.time_ns()
-        self.buffer_bytes: int | None = None
-        #: ``valid``, ``invalid``, ``not_object``, ``text`` (a custom tool) or ``unchecked``.
-        self.json_status = "unchecked"
-        self.trailing_data = False
-        #: ``valid``, ``invalid``, ``none`` (no schema registered) or ``unchecked``.
-        self.schema_status = "unchecked"
-        #: The JSON Schema keyword the arguments failed (``required``, ``maximum``...).
-        self.schema_keyword: str | None = None
-        #: The policy's answer (``approve``, ``deny``, ``needs_approval``), None before it.
-        self.policy_decision: str | None = None
-        #: ``succeeded``, ``failed``, or the ledger's status for a call not run now.
-        self.execution_status: str | None = None
-        self.error_class: str | None = None
-        #: The executor's exception type, for ``EXECUTION_FAILED`` (``error_class`` is closed).
-        self.exception_type: str | None = None
-        self.finished_at: int | None = None
-        self._claimed: CallKey | None = None  # the key the ledger was asked to claim
-        #: The route that judged the stream, and whether its terminal event arrived.
-        self.route: str | None = None
-        self.terminal_seen = False
-        #: The SSE event type read last when the call's item ended (or it was quarantined).
-        self.stream_event: str | None = None
-        self.output: Any = None
-
-    @property
-    def state(self) -> ToolCallState:
-        return self._state
-
-    @property
-    def call_id(self) -> str | None:
-        """The provider's call id (``call_...``, ``toolu_...``), None when it sent none. Some
-        servers send it after the first argument bytes: it is read from the accumulator."""
-        return self._call.call_id
-
-    @property
-    def tool_name(self) -> str | None:
-        return self._call.name
-
-    @property
-    def key(self) -> CallKey:
-        """The call's identity in the ledger: its position (``#N``) when the provider sent no
-        call id; once claimed, the key it was claimed under (``#N:<fingerprint>`` for a call
-        without any provider identity that another call's claim held at its position)."""
-        if self._claimed is not None:
-            return self._claimed
-        call_id = self.call_id if self.call_id is not None else f"#{self.position}"
-        return CallKey(self.run_id, self.response_id or "", call_id)
-
-    @property
-    def identified(self) -> bool:
-        """Whether the provider gave the call any identity: a call id or a response id."""
-        return self.call_id is not None or bool(self.response_id)
-
-    def fingerprint(self) -> str:
-        """A digest of the parsed call, to tell a replay from another call under one key: of
-        its run id (equal calls of two runs do not share one), kind, tool name and arguments
-        as canonical JSON. Not content: nothing of the arguments can be read back from it."""
-        call = self._call
-        text = _canonical_json([self.run_id, call.kind, call.name, call.arguments])
-        return hashlib.sha256(text.encode("ascii")).hexdigest()
-
-    @property
-    def final(self) -> bool:
-        return self._state in FINAL_STATES
-
-    def advance(self, to: ToolCallState, error_class: str | None = None) -> None:
-        """Move to ``to``; raises ``IllegalTransition`` for a move the table does not allow."""
-        if to not in _TRANSITIONS.get(self._state, ()):
-            raise IllegalTransition(f"tool call {self.position}: {self._state} -> {to}")
-        self._state = to
-        self.history.append(to)
-        if error_class is not None:
-            self.error_class = error_class
-        if to in FINAL_STATES:
-            self.finished_at = time.time_ns()
-
-    def quarantine(self, error_class: str) -> None:
-        """Stop the call short of execution, its buffer never parsed as a complete call."""
-        call = self._call
-        if self.buffer_bytes is None:
-            self.buffer_bytes = call.buffered_bytes()
-        self.advance(ToolCallState.QUARANTINED, error_class)
-
-    def record(self) -> dict[str, Any]:
-        """The seed's sanitized record: JSON-ready, without arguments or output."""
-        finished = self.finished_at if self.finished_at is not None else time.time_ns()
-        return {
-            "observed_at": _rfc3339(finished),
-            "run_id": self.run_id,
-            "attempt": self.attempt,
-            "response_id": self.response_id,
-            "item_id": self.call_id,
-            "model_route": self.route,
-            "stream_event": self.stream_event,
-            "tool_name": self.tool_name,
-            "state": self._state.value,
-            "buffer_bytes": self.buffer_bytes,
-            "terminal_seen": self.terminal_seen,
-            "json_status": self.json_status,
-            "trailing_data": self.trailing_data,
-            "schema_status": self.schema_status,
-            "policy_status": self.policy_decision,
-            "execution_state": self.execution_status,
-            "error_class": self.error_class,
-        }
-
-    def __repr__(self) -> str:
-        return (
-            f"GateCall(call_id={self.call_id!r}, tool_name={self.tool_name!r}, "
-            f"state={self._state.value}, error_class={self.error_class!r})"
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class GateResult:
-    """One attempt: its calls' records and what the stream's reading found."""
-
-    run_id: str
-    attempt: int
-    calls: tuple[GateCall, ...]
-    #: The accepted stream (text, usage...), None when it was refused.
-    stream: StreamResult | None = field(repr=False)
-    #: Why the stream was refused (a ``StreamFault`` code), None when it was accepted.
-    fault: str | None
-    report: StreamReport | None = field(repr=False)
-    response_id: str | None = None
-    #: The SSE event type of the last event read, the last call id seen, and why the stream
-    #: ended early (``transport``, ``timeout``, ``cancelled`` or the client's exception type).
-    last_event_type: str | None = None
-    last_item_id: str | None = None
-    disconnect_reason: str | None = None
-
-    @property
-    def executed(self) -> tuple[GateCall, ...]:
-        return tuple(call for call in self.calls if call.state is ToolCallState.EXECUTED)
-
-    @property
-    def quarantined(self) -> tuple[GateCall, ...]:
-        return tuple(call for call in self.calls if call.state is ToolCallState.QUARANTINED)
 
 
 class ToolGate:
@@ -399,8 +108,6 @@ class ToolGate:
     ) -> None:
         if run_at not in ("response", "item"):
             raise ValueError(f"run_at must be 'response' or 'item', not {run_at!r}")
-        from .telemetry import GateTelemetry
-
         self.registry = None if tools is None else ToolRegistry(tools)
         self.policy = policy
         self.ledger = ledger if ledger is not None else MemoryLedger()
@@ -412,6 +119,9 @@ class ToolGate:
             "deadline": deadline,
             "drain": drain,
         }
+        # Here, not at import: ``import otelsse`` loads no OpenTelemetry.
+        from ._telemetry import GateTelemetry
+
         self._telemetry: GateTelemetry = GateTelemetry(tracer_provider, meter_provider)
 
     def run(
@@ -443,8 +153,7 @@ class ToolGate:
                 reader = StreamReader(source, route, **self._reading)
             except StreamFault as fault:
                 return attempt.refused(fault)
-            while not reader._ended:
-                reader._step()
+            while reader.step():
                 for record in attempt.observe(reader):
                     attempt.execute(record, attempt.decide(record))
             attempt.settle(reader)
@@ -467,8 +176,7 @@ class ToolGate:
                 reader = AsyncStreamReader(source, route, **self._reading)
             except StreamFault as fault:
                 return attempt.refused(fault)
-            while not reader._ended:
-                await reader._step()
+            while await reader.step():
                 for record in attempt.observe(reader):
                     await attempt.aexecute(record, await attempt.adecide(record))
             attempt.settle(reader)
@@ -502,7 +210,7 @@ class _Attempt:
         way out (an exception included) every call is recorded. An exception from the read or
         an executor leaves every call not yet decided quarantined as ``cancelled``."""
         telemetry = self._gate._telemetry
-        span = telemetry.start_attempt(self, self._earlier_spans)
+        span = telemetry.start_attempt(self.run_id, self.attempt, self._earlier_spans)
         context = span.get_span_context()
         if context.is_valid:  # later attempts of the run link to it, across restarts too
             ledger = self._gate.ledger
@@ -514,17 +222,15 @@ class _Attempt:
             self.abandon(Outcome.CANCELLED.value)
             raise
         finally:
-            telemetry.end_attempt(span, self, self._result)
+            telemetry.end_attempt(span, self.calls, self._result)
 
     # -- reading -----------------------------------------------------------------------------
 
-    def observe(self, reader: _Reader) -> list[GateCall]:
+    def observe(self, reader: StreamReader | AsyncStreamReader) -> list[GateCall]:
         """Take note of what the stream did to its calls since the last look: calls opened,
         items ended. With ``run_at="item"`` on a route that proves item completion, check the
         calls whose item ended and return those now ready for the policy."""
-        monitor = reader.monitor
-        state = monitor.state
-        for call in state.tool_calls[self._seen :]:
+        for call in reader.tool_calls[self._seen :]:
             self._seen += 1
             if call.kind == SERVER:
                 continue  # run by the provider: never the application's to run
@@ -535,9 +241,9 @@ class _Attempt:
         if self._open and any(record._call.closed for record in self._open):
             for record in self._open:
                 if record._call.closed:
-                    self._item_ended(record, state.response_id)
+                    self._item_ended(record, reader.response_id)
             self._open = [record for record in self._open if not record._call.closed]
-        if self._gate.run_at != "item" or not monitor.route_class.proves_item_end:
+        if self._gate.run_at != "item" or not reader.monitor.route_class.proves_item_end:
             return []
         self._early = True
         # A call is keyed by its response's id: one whose id has not arrived yet (a resumed
@@ -550,16 +256,16 @@ class _Attempt:
             and self._check(record)
         ]
 
-    def settle(self, reader: _Reader) -> None:
+    def settle(self, reader: StreamReader | AsyncStreamReader) -> None:
         """The stream was judged: if it was accepted, check every call whose item ended; if
         refused, quarantine every call not yet decided with the fault's code, none of them
         parsed as a complete call (an argument problem the accumulator found is kept)."""
         try:
-            reader._verdict()
+            reader.verdict()
         except StreamFault as fault:
             self._fault = fault
-        self._last_event = reader._enforcer.last_event_type
-        response_id = reader.monitor.state.response_id
+        self._last_event = reader.last_event_type
+        response_id = reader.response_id
         for record in self.calls:
             if record.response_id is None:
                 record.response_id = response_id
@@ -575,7 +281,7 @@ class _Attempt:
     def abandon(self, error_class: str) -> None:
         """Quarantine every call not yet decided, with its byte count and ids."""
         for record in self.calls:
-            if record.state in _UNDECIDED:
+            if record.state in UNDECIDED:
                 if record.stream_event is None:
                     record.stream_event = self._last_event
                 record.quarantine(error_class)
@@ -624,12 +330,12 @@ class _Attempt:
             keyword = registry.schema_error(record.tool_name, call.arguments)
             if keyword is not None:
                 record.schema_status, record.schema_keyword = "invalid", keyword
-                record.quarantine(SCHEMA_INVALID)
+                record.quarantine(TOOL_SCHEMA_ERROR)
                 return False
             record.schema_status = "valid"
         if self._early and self._id_taken(record):
             # Decided early, a call cannot wait for the reader's duplicate check at the end.
-            record.quarantine(DUPLICATE_CALL_ID)
+            record.quarantine(DUPLICATE_TOOL_CALL_ID)
             return False
         record.advance(ToolCallState.SCHEMA_VALID)
         return True
@@ -783,10 +489,9 @@ class _Attempt:
         )  # fmt: skip
         return self._result
 
-    def result(self, reader: _Reader) -> GateResult:
+    def result(self, reader: StreamReader | AsyncStreamReader) -> GateResult:
         fault = self._fault
-        report = fault.report if fault is not None else reader._verdict().report
-        state = reader.monitor.state
+        report = fault.report if fault is not None else reader.verdict().report
         disconnect = None
         if fault is not None and report is not None:
             # The client's exception, else how the read ended, else a clean close that came
@@ -802,40 +507,17 @@ class _Attempt:
             run_id=self.run_id,
             attempt=self.attempt,
             calls=tuple(self.calls),
-            stream=None if fault is not None else reader._verdict(),
+            stream=None if fault is not None else reader.verdict(),
             fault=None if fault is None else fault.code,
             report=report,
-            response_id=state.response_id,
-            last_event_type=reader._enforcer.last_event_type,
+            response_id=reader.response_id,
+            last_event_type=reader.last_event_type,
             last_item_id=next(
-                (call.call_id for call in reversed(state.tool_calls) if call.call_id), None
+                (call.call_id for call in reversed(reader.tool_calls) if call.call_id), None
             ),
             disconnect_reason=disconnect,
         )
         return self._result
-
-
-#: States a call can still be quarantined from: read, not yet decided by the policy.
-_UNDECIDED = frozenset({_S.RECEIVING, _S.ITEM_OPEN, _S.ITEM_TERMINAL, _S.PARSED, _S.SCHEMA_VALID})
-
-
-def _rfc3339(ns: int) -> str:
-    seconds, fraction = divmod(ns, 1_000_000_000)
-    moment = datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{moment}.{fraction // 1000:06d}Z"
-
-
-def _canonical_json(value: Any) -> str:
-    """``value`` as JSON with sorted keys, no spaces and ASCII only (escaped lone surrogates
-    included). Arguments nest up to the reader's 256 levels, which may be more than what remains
-    of the caller's stack: then on a fresh one."""
-    dump = functools.partial(
-        json.dumps, value, sort_keys=True, separators=(",", ":"), ensure_ascii=True
-    )
-    try:
-        return dump()
-    except RecursionError:
-        return on_fresh_stack(dump)
 
 
 def _discard(awaitable: Any) -> None:

@@ -45,7 +45,7 @@ from opentelemetry.sdk.trace.export import (
 )
 
 from .. import semconv
-from ..monitor import Outcome
+from .._monitor import Outcome
 from .provider import (
     DEFAULT_MODELS,
     JOB_HEADER,
@@ -632,13 +632,11 @@ def run_demo(
     options: DemoOptions, out: TextIO = sys.stdout, progress: TextIO = sys.stderr
 ) -> Summary:
     """Run the demo to the end (or until interrupted) and return its summary."""
-    import otelsse
+    from .._instrumentor import instrument, uninstrument
 
     prepare_clients()
     telemetry = _Telemetry(options)
-    otelsse.instrument(
-        tracer_provider=telemetry.tracer_provider, meter_provider=telemetry.meter_provider
-    )
+    instrument(tracer_provider=telemetry.tracer_provider, meter_provider=telemetry.meter_provider)
     started = time.monotonic()
     driver = _Driver(options, telemetry, progress)
     try:
@@ -656,7 +654,7 @@ def run_demo(
             out.flush()
             driver.drive(provider.base_url)
     finally:
-        otelsse.uninstrument()
+        uninstrument()
     telemetry.flush()
     summary = summarize(telemetry.reader, driver, time.monotonic() - started, options)
     print_summary(summary, out)

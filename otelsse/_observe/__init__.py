@@ -1,0 +1,23 @@
+"""Observing streams: the same for the client instrumentation, the ASGI middleware and the proxy.
+
+Request time (``_request.py``): ``Settings`` (what ``instrument()`` was given) decides which
+requests to watch, and a ``Watch`` carries one from its send to its response headers. Stream time
+(``_stream.py``): a ``StreamObserver``, made from a ``StreamStart``, reads one body into a
+``StreamMonitor`` as the application reads it and ends its span and metrics exactly once.
+``_content.py`` undoes a body's ``Content-Encoding`` where a tap sees it coded.
+"""
+
+from ._content import UnsupportedEncoding
+from ._request import GenAISpan, Settings, Watch, genai_neighbour
+from ._stream import StreamObserver, StreamStart, decoded_piece
+
+__all__ = [
+    "GenAISpan",
+    "Settings",
+    "StreamObserver",
+    "StreamStart",
+    "UnsupportedEncoding",
+    "Watch",
+    "decoded_piece",
+    "genai_neighbour",
+]
