@@ -12,7 +12,8 @@ length that decodes to the same number of characters (docs/recorder.md).
 
 How it is built, at ``keep()`` and only for the streams kept: the body is decoded once (invalid
 UTF-8 noted by maximal subpart, as the parser replaces it), framed into lines and events, and
-each event's data redacted by the JSON walk below under the route's rules (``_RULES``). Tool
+each event's data redacted by the JSON walk below under the rules its route declares
+(``Route.redaction``). Tool
 arguments are JSON text sent in fragments, and whether they are one valid value decides the
 outcome, so they are lexed JSON-shape-preservingly over each call's whole text. Which fragment
 feeds which call is the route's own decision: the route reads the stream once more through
@@ -42,10 +43,10 @@ import time
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple, cast, get_args
+from typing import Any, cast, get_args
 
 from ._core.events import SSEEvent
-from ._core.framing import SSEParser
+from ._core.framing import SSEParser, field_span, line_spans
 from ._core.http import StreamViolation
 from ._core.json import JSONDecodeError, loads
 from ._core.state import StreamState, ToolCall
@@ -57,7 +58,7 @@ from ._monitor import (
     StreamMonitor,
     StreamReport,
 )
-from .routes import make_adapter
+from .routes import Redaction, make_adapter, redaction_rules
 
 __all__ = ["FlightRecorder", "Recording", "Tape", "is_recording", "load_recording"]
 
@@ -283,110 +284,6 @@ def _string_value(token: str) -> str:
     return body if "\\" not in body else cast(str, json.loads(token))
 
 
-# -- what each route judges by: one table --------------------------------------------------------
-
-
-class _Rules(NamedTuple):
-    """Which JSON values of a route's events are vocabulary, ids or tool arguments (by key).
-
-    A value is kept verbatim only where it is a protocol value (``_protocol_value``): under a
-    key of ``words``, or of ``errors`` inside an error. Free text under those keys is redacted.
-    """
-
-    #: String values kept verbatim: the vocabulary the route (and its sniffing) judges by.
-    words: frozenset[str]
-    #: String and number values kept only inside an ``error`` object or at an error event's
-    #: top level (``_is_error_event``): the provider error code the route reports. Elsewhere
-    #: the same key holds content (a code interpreter's ``code``).
-    errors: frozenset[str]
-    #: String values whose equality matters (calls, items, responses): pseudonymised.
-    ids: frozenset[str]
-    #: Numbers kept verbatim (indexes, sequence numbers).
-    numbers: frozenset[str]
-    #: Objects whose numbers are all kept (token counts).
-    usage: frozenset[str]
-    #: Where argument fragments stream (matched to the route's calls); None: any string value.
-    fragments: frozenset[str] | None
-    #: Whole argument texts (``.done`` events, finished items): lexed as JSON when no call
-    #: fragment matches them.
-    arguments: frozenset[str]
-    #: Subtrees redacted keys and all: tool inputs sent as objects, user metadata.
-    opaque: frozenset[str]
-
-
-_CHAT = _Rules(
-    words=frozenset({"object", "type", "role", "finish_reason", "model"}),
-    errors=frozenset({"code"}),
-    ids=frozenset({"id"}),
-    numbers=frozenset({"index"}),
-    usage=frozenset({"usage"}),
-    fragments=frozenset({"arguments"}),
-    arguments=frozenset({"arguments"}),
-    opaque=frozenset(),
-)
-_RESPONSES = _Rules(
-    words=frozenset({"object", "type", "role", "status", "model", "reason"}),
-    errors=frozenset({"code"}),
-    ids=frozenset({"id", "item_id", "call_id", "previous_response_id"}),
-    numbers=frozenset(
-        {"output_index", "content_index", "summary_index", "sequence_number", "index"}
-    ),
-    usage=frozenset({"usage"}),
-    fragments=frozenset({"delta", "arguments", "input"}),
-    arguments=frozenset({"arguments", "input"}),
-    # ``env``: a local_shell_call's variables, their names the model's too.
-    opaque=frozenset({"metadata", "env"}),
-)
-_ANTHROPIC = _Rules(
-    words=frozenset({"type", "role", "model", "stop_reason"}),
-    errors=frozenset(),  # its code is the error's ``type``, a word
-    ids=frozenset({"id", "tool_use_id"}),
-    numbers=frozenset({"index"}),
-    usage=frozenset({"usage"}),
-    fragments=frozenset({"partial_json"}),
-    arguments=frozenset(),
-    opaque=frozenset({"input"}),
-)
-_GEMINI = _Rules(
-    words=frozenset({"finishReason", "blockReason", "role", "modelVersion"}),
-    errors=frozenset({"status", "code"}),
-    ids=frozenset({"id", "responseId"}),
-    numbers=frozenset({"index"}),
-    usage=frozenset({"usageMetadata"}),
-    fragments=frozenset(),
-    arguments=frozenset(),
-    opaque=frozenset({"args"}),
-)
-#: The rules by the route name a report carries (a host profile reads as its route).
-_RULES: dict[str, _Rules] = {
-    "openai.chat_completions": _CHAT,
-    "openai.responses": _RESPONSES,
-    "anthropic.messages": _ANTHROPIC,
-    "gemini.generate_content": _GEMINI,
-}
-# Routes of the application's own: every rule at once, fragments anywhere.
-_ANY = _Rules(
-    words=frozenset().union(*(rules.words for rules in _RULES.values())),
-    errors=frozenset().union(*(rules.errors for rules in _RULES.values())),
-    ids=frozenset().union(*(rules.ids for rules in _RULES.values())),
-    numbers=frozenset().union(*(rules.numbers for rules in _RULES.values())),
-    usage=frozenset().union(*(rules.usage for rules in _RULES.values())),
-    fragments=None,
-    arguments=frozenset().union(*(rules.arguments for rules in _RULES.values())),
-    opaque=frozenset().union(*(rules.opaque for rules in _RULES.values())),
-)
-# Generic SSE judges by nothing in its data, only by event names: none of it is kept, and the
-# subtrees whose keys are the user's go keys and all, as under every route.
-_RULES["generic"] = _Rules(
-    words=frozenset(),
-    errors=frozenset(),
-    ids=frozenset(),
-    numbers=frozenset(),
-    usage=frozenset(),
-    fragments=frozenset(),
-    arguments=frozenset(),
-    opaque=_ANY.opaque,
-)
 _ERROR_KEY = "error"
 # A protocol value: an identifier of a closed character set and bounded length, such as
 # ``rate_limit_exceeded``, ``response.output_text.delta``, ``models/gemini-2.5-pro`` or
@@ -478,7 +375,6 @@ def _trace(body: bytes, route: str, limits: Limits) -> dict[int, list[tuple[str,
 
 # -- the skeleton ---------------------------------------------------------------------------------
 
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)")
 _JSON_TOKEN = re.compile(
     r'[ \t\n\r]+|"(?:[^"\\]|\\.)*"|[{}\[\],:]|true|false|null'
     r"|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?",
@@ -530,19 +426,6 @@ def _encode(text: str, invalid: list[tuple[int, str]]) -> bytes:
     return "".join(parts).encode("utf-8", "surrogateescape")
 
 
-def _field(text: str, start: int, end: int) -> tuple[str | None, int]:
-    """A line's field name (None for a comment) and where its value starts (WHATWG rules)."""
-    colon = text.find(":", start, end)
-    if colon == start:
-        return None, end
-    if colon < 0:
-        return text[start:end], end
-    value = colon + 1
-    if value < end and text[value] == " ":
-        value += 1
-    return text[start:colon], value
-
-
 class _Frame:
     """Where the JSON walk is: inside an object (and at which key) or an array."""
 
@@ -563,9 +446,11 @@ class _Skeleton:
     """Redacts one decoded body, line by line and event by event."""
 
     def __init__(
-        self, rules: _Rules, fragments: dict[int, list[tuple[str, str]]], salt: bytes
+        self, rules: Redaction, fragments: dict[int, list[tuple[str, str]]], salt: bytes
     ) -> None:
         self._rules = rules
+        # Resolved by ``redaction_rules``: never None here.
+        self._opaque_keys = rules.opaque or frozenset()
         self._fragments = fragments
         self._salt = salt
         self._ids: dict[str, str] = {}
@@ -579,18 +464,15 @@ class _Skeleton:
             out.append("\ufeff")  # the byte-order mark the parser strips: framing
             at = 1
         block: list[tuple[int, int, int]] = []
-        while (line := _LINE.match(text, at)) is not None:
-            end = line.end()
-            content_end = end - (2 if line.group().endswith("\r\n") else 1)
-            if content_end == at:  # a blank line ends the block
+        for start, content_end, end in line_spans(text, at):
+            if content_end == end:  # the last line, not ended: part of the pending tail
+                block.append((start, content_end, end))
+            elif content_end == start:  # a blank line ends the block
                 self._block(text, block, True, out)
                 block = []
-                out.append(text[at:end])
+                out.append(text[start:end])
             else:
-                block.append((at, content_end, end))
-            at = end
-        if at < len(text):
-            block.append((at, len(text), len(text)))
+                block.append((start, content_end, end))
         self._block(text, block, False, out)
         return "".join(out)
 
@@ -598,7 +480,7 @@ class _Skeleton:
         self, text: str, lines: list[tuple[int, int, int]], ended: bool, out: list[str]
     ) -> None:
         """One event's lines; ``ended``: a blank line followed (else it is the pending tail)."""
-        fields = [_field(text, start, end) for start, end, _ in lines]
+        fields = [field_span(text, start, end) for start, end, _ in lines]
         values: dict[str | None, list[str]] = {}
         for (name, value), (_, end, _) in zip(fields, lines, strict=True):
             values.setdefault(name, []).append(text[value:end])
@@ -669,7 +551,7 @@ class _Skeleton:
                     _Frame(
                         first == "{",
                         None if first == "{" else key,
-                        frame.opaque or key in rules.opaque or key in rules.arguments,
+                        frame.opaque or key in self._opaque_keys or key in rules.arguments,
                         frame.usage or key in rules.usage,
                         key == _ERROR_KEY or (len(stack) == 1 and error_event),
                     )
@@ -764,7 +646,7 @@ def _stand_in(char: str, byte: int) -> str:
 def _skeleton(body: bytes, route: str, judged_as: str, limits: Limits) -> bytes:
     """``body`` with no content left, every byte in place (see the module docstring)."""
     text, invalid = _decode(body)
-    rules = _RULES.get(judged_as, _ANY)
+    rules = redaction_rules(judged_as)
     redacted = _Skeleton(rules, _trace(body, route, limits), secrets.token_bytes(16)).redact(text)
     return _encode(redacted, invalid)
 

@@ -29,7 +29,6 @@ from hypothesis import strategies as st
 from otelsse import Limits, Outcome, SSEParser, StreamMonitor, StreamReport
 from otelsse._monitor import StreamError
 from otelsse.recorder import (
-    _RULES,
     FORMAT,
     FlightRecorder,
     Recording,
@@ -37,7 +36,12 @@ from otelsse.recorder import (
     is_recording,
     load_recording,
 )
-from otelsse.routes import AnthropicMessagesRoute, OpenAIResponsesRoute
+from otelsse.routes import (
+    BUILT_IN,
+    AnthropicMessagesRoute,
+    OpenAIResponsesRoute,
+    redaction_rules,
+)
 from tests._fixtures import EDGE_FIXTURES, EXPECTED, read_fixture
 from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES, one_byte_at_a_time, random_split
 from tests.gate._streams import Call, build, call
@@ -52,6 +56,9 @@ CHUNKINGS: dict[str, Chunking] = {
     "one-byte": one_byte_at_a_time,
     "random": lambda body: random_split(body, random.Random(len(body))),
 }
+
+#: What the recorder keeps of each built-in route, as the route declares it.
+_RULES = {route.name: redaction_rules(route.name) for route in BUILT_IN}
 
 
 class Live(NamedTuple):
@@ -481,7 +488,7 @@ _CONTENT_KEYS = sorted(
     }.union(
         *(
             rules.words | rules.errors | rules.ids | rules.numbers | rules.usage
-            | rules.arguments | rules.opaque | (rules.fragments or frozenset())
+            | rules.arguments | (rules.opaque or frozenset()) | (rules.fragments or frozenset())
             for rules in _RULES.values()
         )
     )
@@ -1014,7 +1021,7 @@ def test_the_recording_id_names_its_file_and_the_rest_of_the_ring(tmp_path: Path
 
 
 def test_the_documented_vocabulary_is_the_recorders() -> None:
-    """docs/recorder.md's table names, per route, what ``_RULES`` keeps and pseudonymises."""
+    """docs/recorder.md's table names, per route, what its ``redaction`` keeps and pseudonymises."""
     doc = (Path(__file__).resolve().parents[1] / "docs" / "recorder.md").read_text("utf-8")
     lines = doc.splitlines()
     header = [cell.strip() for cell in lines[lines.index(_TABLE_HEADER)].split("|")]

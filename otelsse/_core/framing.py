@@ -46,13 +46,20 @@ Decisions where readers of the spec have disagreed, each with a named test:
 from __future__ import annotations
 
 import codecs
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
 
 from .._exceptions import ParserClosedError
 from .decode import REPLACEMENT_BYTES, Utf8Decoder
 from .events import SSEEvent
 
-__all__ = ["DEFAULT_MAX_EVENT_BYTES", "DEFAULT_MAX_LINE_BYTES", "SSEParser"]
+__all__ = [
+    "DEFAULT_MAX_EVENT_BYTES",
+    "DEFAULT_MAX_LINE_BYTES",
+    "SSEParser",
+    "field_span",
+    "line_spans",
+]
 
 # Ceilings on what the parser holds while waiting for a line or event to end. LLM events are
 # small (hundreds of bytes), but Gemini sends inline images and whole function-call arguments
@@ -195,9 +202,10 @@ class SSEParser:
             tail = b"".join(self._tail)
             for line in tail[: tail.rfind(b"\n") + 1].split(b"\n"):
                 if line.startswith(b"retry"):
-                    name, _, value = line.decode("utf-8", "replace").partition(":")
+                    text = line.decode("utf-8", "replace")
+                    name, at = field_span(text, 0, len(text))
                     if name == "retry":
-                        retry = _maybe_retry(value[1:] if value[:1] == " " else value, retry)
+                        retry = _maybe_retry(text[at:], retry)
         return retry
 
     def feed(self, data: bytes) -> list[SSEEvent]:
@@ -482,12 +490,11 @@ class SSEParser:
         event_type = ""
         data: list[str] | None = None
         for line in block.split("\n"):
-            if line[0] == ":":
+            name, at = field_span(line, 0, len(line))
+            if name is None:
                 self.comment_count += 1
                 continue
-            name, colon, value = line.partition(":")
-            if colon and value[:1] == " ":
-                value = value[1:]
+            value = line[at:]
             if name == "data":
                 if data is None:
                     data = [value]
@@ -525,3 +532,37 @@ def _maybe_retry(value: str, current: int | None) -> int | None:
 def _has_data_line(lines: bytes) -> bool:
     """Whether complete lines hold a ``data`` field: a blank line after them would dispatch."""
     return any(line == b"data" or line.startswith(b"data:") for line in lines.split(b"\n"))
+
+
+# -- the same rules over text in place, for whoever rewrites a body line by line (the recorder) --
+
+#: A line and its line end: CRLF, LF or a lone CR.
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)")
+
+
+def line_spans(text: str, start: int = 0) -> Iterator[tuple[int, int, int]]:
+    """Each line of ``text`` from ``start``, as the stream is framed into lines: ``(start, end of
+    its content, end with its line end)``. A last line without its line end comes as ``(start,
+    end, end)``: content and line end at the same place only there."""
+    at = start
+    while (line := _LINE.match(text, at)) is not None:
+        end = line.end()
+        yield at, end - (2 if text.startswith("\r\n", end - 2) else 1), end
+        at = end
+    if at < len(text):
+        yield at, len(text), len(text)
+
+
+def field_span(text: str, start: int, end: int) -> tuple[str | None, int]:
+    """The field name of the line ``text[start:end]`` (None for a comment) and where its value
+    starts: after the first colon and one space that follows it; the line's end when it has no
+    colon (the whole line is the name)."""
+    colon = text.find(":", start, end)
+    if colon == start:
+        return None, end
+    if colon < 0:
+        return text[start:end], end
+    value = colon + 1
+    if value < end and text[value] == " ":
+        value += 1
+    return text[start:colon], value

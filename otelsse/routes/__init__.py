@@ -44,7 +44,7 @@ from urllib.parse import urlsplit
 
 from .._core.http import is_event_stream
 from .._core.state import StreamState, ToolCall
-from ._base import CHUNK, Handler, Request, Route, handles, parse_object
+from ._base import CHUNK, Handler, Redaction, Request, Route, handles, parse_object
 from ._sniff import Sniffer
 from .anthropic_messages import AnthropicMessagesRoute
 from .gemini import GeminiRoute
@@ -63,6 +63,7 @@ __all__ = [
     "Handler",
     "OpenAIChatRoute",
     "OpenAIResponsesRoute",
+    "Redaction",
     "Request",
     "Route",
     "StreamState",
@@ -73,6 +74,7 @@ __all__ = [
     "make_adapter",
     "match_route",
     "parse_object",
+    "redaction_rules",
     "register_host",
     "register_route",
     "route_names",
@@ -225,6 +227,36 @@ def get_route(name: str) -> type[Route]:
     if profile is not None:
         return profile
     raise KeyError(f"unknown route {name!r}; known: {', '.join(route_names())}")
+
+
+def redaction_rules(name: str) -> Redaction:
+    """What the flight recorder keeps of the events of the route named ``name`` (a report's
+    route): its declared ``redaction``, an ``opaque`` of None standing for every registered
+    route's. A route that declares none, or an unknown name, gets every route's rules at once,
+    argument fragments anywhere."""
+    every = _every_rule()
+    route = next((route for route in _routes if route.name == name), None)
+    rules = route.redaction if route is not None and route.redaction is not None else every
+    return rules if rules.opaque is not None else rules._replace(opaque=every.opaque)
+
+
+def _every_rule() -> Redaction:
+    """The registered routes' declared rules at once, argument fragments anywhere."""
+    declared = [route.redaction for route in _routes if route.redaction is not None]
+
+    def union(field: str) -> frozenset[str]:
+        return frozenset().union(*(getattr(rules, field) or () for rules in declared))
+
+    return Redaction(
+        words=union("words"),
+        errors=union("errors"),
+        ids=union("ids"),
+        numbers=union("numbers"),
+        usage=union("usage"),
+        fragments=None,
+        arguments=union("arguments"),
+        opaque=union("opaque"),
+    )
 
 
 def make_adapter(route: str | type[Route]) -> Route:

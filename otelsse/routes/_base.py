@@ -14,7 +14,9 @@ instance reads one stream:
   SSE event name, cheap) and ``sniff_payload(payload)`` (by the data's JSON object);
 - **how it reads events**: ``envelope(event, state)`` turns an event into ``(kind, payload)`` and
   the class's dispatch table (methods marked ``@handles(kind, ...)``) says what each kind does to
-  the ``StreamState``; ``on_close(state)`` judges what only EOF can tell.
+  the ``StreamState``; ``on_close(state)`` judges what only EOF can tell;
+- **what the flight recorder may keep** of its events: ``redaction``, which JSON values are the
+  protocol's vocabulary, ids or tool arguments (everything else is content, and redacted).
 
 The registry, the sniffer, ``detect_route``, the instrumentation, the docs and the demo read
 these declarations; nothing outside a route's module branches on its name.
@@ -29,7 +31,7 @@ from .._core.events import SSEEvent
 from .._core.json import JSONDecodeError, loads
 from .._core.state import StreamState
 
-__all__ = ["CHUNK", "Handler", "Request", "Route", "handles", "parse_object"]
+__all__ = ["CHUNK", "Handler", "Redaction", "Request", "Route", "handles", "parse_object"]
 
 #: The payload kind of routes whose events are all one shape (chat chunks, Gemini chunks).
 CHUNK = "chunk"
@@ -54,6 +56,35 @@ class Request(NamedTuple):
     host: str
     path: str
     query: str = ""
+
+
+class Redaction(NamedTuple):
+    """What of a route's events the flight recorder keeps, by JSON key; any other value is
+    content and is replaced by a placeholder of the same length.
+
+    A value is kept verbatim only where it is a protocol value (a bounded identifier, never
+    free text): under a key of ``words``, or of ``errors`` inside an error.
+    """
+
+    #: String values kept verbatim: the vocabulary the route (and its sniffing) judges by.
+    words: frozenset[str] = frozenset()
+    #: String and number values kept only inside an ``error`` object or at an error event's top
+    #: level: the provider error code the route reports. Elsewhere the same key holds content.
+    errors: frozenset[str] = frozenset()
+    #: String values whose equality matters (calls, items, responses): pseudonymised.
+    ids: frozenset[str] = frozenset()
+    #: Numbers kept verbatim (indexes, sequence numbers).
+    numbers: frozenset[str] = frozenset()
+    #: Objects whose numbers are all kept (token counts).
+    usage: frozenset[str] = frozenset()
+    #: Where tool-argument fragments stream (matched to the route's calls); None: any string.
+    fragments: frozenset[str] | None = frozenset()
+    #: Whole argument texts (``.done`` events, finished items): redacted as JSON text when no
+    #: call fragment matches them.
+    arguments: frozenset[str] = frozenset()
+    #: Subtrees redacted keys and all (tool inputs sent as objects, user metadata); None: those
+    #: of every registered route.
+    opaque: frozenset[str] | None = frozenset()
 
 
 def handles(*kinds: str) -> Callable[[_H], _H]:
@@ -126,6 +157,9 @@ class Route:
     profile: ClassVar[str | None] = None
     #: A host profile's hosts: exact host names, or ``".example.com"`` for a domain's subdomains.
     hosts: ClassVar[tuple[str, ...]] = ()
+    #: What the flight recorder keeps of this contract's events; None (a route of your own that
+    #: declares none): every registered route's rules at once, argument fragments anywhere.
+    redaction: ClassVar[Redaction | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

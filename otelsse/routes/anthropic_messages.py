@@ -30,7 +30,7 @@ from .._core import json as core_json
 from .._core.events import SSEEvent
 from .._core.json import TypedShape, typed_decoder
 from .._core.state import FUNCTION, SERVER, StreamState, ToolCall
-from ._base import Request, Route, handles, parse_object
+from ._base import Redaction, Request, Route, handles, parse_object
 
 __all__ = ["AnthropicMessagesRoute"]
 
@@ -70,6 +70,15 @@ class AnthropicMessagesRoute(Route):
     success_stops: ClassVar[frozenset[str]] = frozenset({"end_turn", "stop_sequence", "tool_use"})
     example_request: ClassVar[tuple[str, str] | None] = ("POST", "/v1/messages")
     proves_item_end: ClassVar[bool] = True
+    redaction: ClassVar[Redaction | None] = Redaction(
+        words=frozenset({"type", "role", "model", "stop_reason"}),
+        # its error code is the error's ``type``, a word
+        ids=frozenset({"id", "tool_use_id"}),
+        numbers=frozenset({"index"}),
+        usage=frozenset({"usage"}),
+        fragments=frozenset({"partial_json"}),
+        opaque=frozenset({"input"}),
+    )
 
     @classmethod
     def matches(cls, request: Request) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from .._core.state import StreamState
-from ._base import CHUNK, Request, Route, handles
+from ._base import CHUNK, Redaction, Request, Route, handles
 
 __all__ = ["GeminiRoute"]
 
@@ -25,6 +25,14 @@ class GeminiRoute(Route):
     example_request: ClassVar[tuple[str, str] | None] = (
         "POST",
         "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+    )
+    redaction: ClassVar[Redaction | None] = Redaction(
+        words=frozenset({"finishReason", "blockReason", "role", "modelVersion"}),
+        errors=frozenset({"status", "code"}),
+        ids=frozenset({"id", "responseId"}),
+        numbers=frozenset({"index"}),
+        usage=frozenset({"usageMetadata"}),
+        opaque=frozenset({"args"}),
     )
 
     @classmethod

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from .._core.events import SSEEvent
 from .._core.state import StreamState
-from ._base import Route, handles
+from ._base import Redaction, Route, handles
 
 __all__ = ["GenericRoute"]
 
@@ -20,6 +20,9 @@ _NO_PAYLOAD: dict[str, Any] = {}
 class GenericRoute(Route):
     name: ClassVar[str] = "generic"
     has_terminal: ClassVar[bool] = False
+    # It judges by nothing in its data: no value is kept. The subtrees whose keys are content
+    # under any contract go keys and all, as under every route.
+    redaction: ClassVar[Redaction | None] = Redaction(opaque=None)
 
     def envelope(self, event: SSEEvent, state: StreamState) -> tuple[str, dict[str, Any]] | None:
         return event.event, _NO_PAYLOAD

@@ -29,7 +29,7 @@ from .._core import json as core_json
 from .._core.events import SSEEvent
 from .._core.json import JSONDecodeError, TypedShape, loads, typed_decoder
 from .._core.state import StreamState, ToolCall
-from ._base import CHUNK, Request, Route, handles
+from ._base import CHUNK, Redaction, Request, Route, handles
 
 __all__ = ["OPENAI_CHAT_PROFILES", "OpenAIChatRoute"]
 
@@ -132,6 +132,15 @@ class OpenAIChatRoute(Route):
         {"stop", "tool_calls", "function_call", "eos"}
     )
     example_request: ClassVar[tuple[str, str] | None] = ("POST", "/v1/chat/completions")
+    redaction: ClassVar[Redaction | None] = Redaction(
+        words=frozenset({"object", "type", "role", "finish_reason", "model"}),
+        errors=frozenset({"code"}),
+        ids=frozenset({"id"}),
+        numbers=frozenset({"index"}),
+        usage=frozenset({"usage"}),
+        fragments=frozenset({"arguments"}),
+        arguments=frozenset({"arguments"}),
+    )
     require_done: ClassVar[bool] = True
     allow_null_finish_reason: ClassVar[bool] = False
 

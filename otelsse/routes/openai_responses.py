@@ -19,7 +19,7 @@ from urllib.parse import parse_qs
 
 from .._core.events import SSEEvent
 from .._core.state import CUSTOM, FUNCTION, SERVER, StreamState, ToolCall
-from ._base import Request, Route, handles, parse_object
+from ._base import Redaction, Request, Route, handles, parse_object
 
 __all__ = ["OpenAIResponsesRoute"]
 
@@ -48,6 +48,19 @@ class OpenAIResponsesRoute(Route):
     success_stops: ClassVar[frozenset[str]] = frozenset({"completed"})
     example_request: ClassVar[tuple[str, str] | None] = ("POST", "/v1/responses")
     proves_item_end: ClassVar[bool] = True
+    redaction: ClassVar[Redaction | None] = Redaction(
+        words=frozenset({"object", "type", "role", "status", "model", "reason"}),
+        errors=frozenset({"code"}),
+        ids=frozenset({"id", "item_id", "call_id", "previous_response_id"}),
+        numbers=frozenset(
+            {"output_index", "content_index", "summary_index", "sequence_number", "index"}
+        ),
+        usage=frozenset({"usage"}),
+        fragments=frozenset({"delta", "arguments", "input"}),
+        arguments=frozenset({"arguments", "input"}),
+        # ``env``: a local_shell_call's variables, their names the model's too.
+        opaque=frozenset({"metadata", "env"}),
+    )
 
     @classmethod
     def matches(cls, request: Request) -> bool:

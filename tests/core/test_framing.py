@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otelsse import ParserClosedError, SSEEvent, SSEParser
-from otelsse._core.framing import DEFAULT_MAX_LINE_BYTES
+from otelsse._core.framing import DEFAULT_MAX_LINE_BYTES, field_span, line_spans
 from tests._helpers import parser_state
 
 BOM = b"\xef\xbb\xbf"
@@ -1024,3 +1024,23 @@ def test_a_ceiling_gives_the_same_verdict_under_every_chunking(
         events, parser = parse(chunks, **limits)
         assert events == expected_events, chunks
         assert parser_state(parser) == expected_state, chunks
+
+
+def test_line_spans_and_field_spans_frame_text_as_the_parser_frames_bytes() -> None:
+    """The recorder rewrites a body in place through these: every line end (CRLF, LF, a lone
+    CR), a last line without one, and the field rules (a comment, no colon, one space)."""
+    text = "data: a\r\n:note\revent:x\ndata\n\nid: 7\r\n\r\nretry"
+    spans = list(line_spans(text))
+    assert [text[start:end] for start, end, _ in spans] == [
+        "data: a", ":note", "event:x", "data", "", "id: 7", "", "retry",
+    ]  # fmt: skip
+    assert "".join(text[start:end] for start, _, end in spans) == text
+    assert spans[-1][1] == spans[-1][2] == len(text)
+    fields = []
+    for start, end, _ in spans[:4]:
+        name, at = field_span(text, start, end)
+        fields.append((name, text[at:end]))
+    assert fields == [("data", "a"), (None, ""), ("event", "x"), ("data", "")]
+    # What the parser makes of the same lines.
+    events = SSEParser().feed(text.encode() + b"\n\n")
+    assert [(e.event, e.data, e.id) for e in events] == [("x", "a\n", "")]
