@@ -1,6 +1,7 @@
 """Every telemetry name otelsse emits: span attributes, metric names, units and bucket advice.
 
-This module is the single source that the code, docs, dashboards and their tests read (DESIGN §4).
+This module is the single source that the code, docs, dashboards and their tests read: each
+name is declared once, and the lists and the reference documentation's tables derive from it.
 Our own names live under ``otelsse.``; where the OpenTelemetry GenAI, HTTP and general semantic
 conventions define a name, theirs is used. Standard library only: the sans-IO core imports it.
 """
@@ -27,88 +28,492 @@ __all__ = [
 import re
 from typing import NamedTuple
 
-# -- span attributes (otelsse) ----------------------------------------------------------------
-ROUTE = "otelsse.route"
-ROUTE_PROFILE = "otelsse.route.profile"
-OUTCOME = "otelsse.outcome"
-TERMINAL_SEEN = "otelsse.terminal_seen"
-STOP_REASON = "otelsse.stop_reason"
-CHUNK_COUNT = "otelsse.chunk_count"
-BYTES_RECEIVED = "otelsse.bytes_received"
-DECODED_CHAR_COUNT = "otelsse.decoded_char_count"
-EVENT_COUNT = "otelsse.event_count"
-COMMENT_COUNT = "otelsse.comment_count"
-UNKNOWN_EVENT_COUNT = "otelsse.unknown_event_count"
-PENDING_LINE_CHARS = "otelsse.pending_line_chars"
-PENDING_EVENT_CHARS = "otelsse.pending_event_chars"
-OPEN_ACCUMULATOR_COUNT = "otelsse.open_accumulator_count"
-TOOL_CALL_COUNT = "otelsse.tool_call_count"
-TOOL_CALL_INVALID_COUNT = "otelsse.tool_call_invalid_count"
-SERVER_TOOL_CALL_COUNT = "otelsse.server_tool_call_count"
-REFUSAL = "otelsse.refusal"
-BUFFER_LIMIT_STAGE = "otelsse.buffer_limit_stage"
-DECODE_ERROR_COUNT = "otelsse.decode_error_count"
-ANOMALY_COUNT = "otelsse.anomaly_count"
-PROVIDER_ERROR_CODE = "otelsse.provider_error_code"
-TIME_TO_FIRST_BYTE = "otelsse.time_to_first_byte"
-TIME_TO_FIRST_EVENT = "otelsse.time_to_first_event"
-TIME_TO_FIRST_OUTPUT = "otelsse.time_to_first_output"
-TIME_PER_OUTPUT_CHUNK = "otelsse.time_per_output_chunk"
-OUTPUT_DELTA_COUNT = "otelsse.output_delta_count"
+# -- caps --------------------------------------------------------------------------------------
+# Past ``SDK_CARDINALITY_LIMIT`` attribute sets, the SDK sends an instrument's new points to one
+# ``otel.metric.overflow=true`` series without any attribute: the outcome is lost. Models, hosts
+# and stop reasons are chosen by whoever runs the server, and they multiply, so otelsse folds
+# its own overflow into ``OVERFLOW_VALUE`` long before that, keeping route and outcome.
+
+#: The OpenTelemetry SDK's default limit of attribute sets per instrument and metric reader
+#: (opentelemetry-sdk ``_DEFAULT_CARDINALITY_LIMIT``; the specification's default too).
+SDK_CARDINALITY_LIMIT = 2000
+#: The value a capped metric attribute takes once its limit is reached.
+OVERFLOW_VALUE = "_OTHER"
+#: Distinct ``gen_ai.request.model`` values in metrics before ``OVERFLOW_VALUE``
+#: (``instrument(max_model_names=...)``).
+DEFAULT_MAX_MODEL_NAMES = 50
+#: Distinct ``server.address`` values in metrics before ``OVERFLOW_VALUE``.
+DEFAULT_MAX_SERVER_ADDRESSES = 20
+#: Distinct ``otelsse.stop_reason`` values in metrics before ``OVERFLOW_VALUE``.
+DEFAULT_MAX_STOP_REASONS = 30
+#: Distinct ``http.response.status_code`` values on ``http_error`` streams; a later one is
+#: left off (the attribute is an int: no ``OVERFLOW_VALUE``), the outcome still counted.
+MAX_STATUS_CODES = 20
+#: Distinct series keys (``SERIES_ATTRIBUTES``; route and server on ``otelsse.streams.active``)
+#: with series of their own, outcomes pre-created at 0. A later key shares its route's overflow
+#: key: ``server.address`` and ``gen_ai.request.model`` become ``OVERFLOW_VALUE``. This, not the
+#: per-attribute caps (which users may raise), is what bounds the products. The GenAI metrics
+#: use the same admitted keys.
+MAX_SERIES_KEYS = 50
+#: Distinct (series key, outcome, stop reason or HTTP status) sets on ``otelsse.streams``. A
+#: later one is counted under its route's overflow key, its stop reason ``OVERFLOW_VALUE`` and
+#: without its status.
+MAX_STOP_REASON_SERIES = 200
+#: Provider-sent metric attribute values (model, stop reason) are cut to this many characters.
+MAX_METRIC_VALUE_CHARS = 64
+#: Provider-sent codes on the span (stop and finish reasons, error codes) keep this many
+#: characters.
+MAX_CODE_CHARS = 64
+#: Provider-sent identifiers on the span (model, response id) keep this many characters.
+MAX_IDENTIFIER_CHARS = 256
+#: ``gen_ai.response.finish_reasons`` keeps this many entries (the last may be ``error``).
+MAX_FINISH_REASONS = 32
+#: ``otelsse.request_id`` keeps at most this many characters (non-printable ones are dropped).
+MAX_REQUEST_ID_CHARS = 128
+
+
+# -- attributes: each declared once ---------------------------------------------------------------
+# ``_attribute`` records a key's type, unit and description (``ATTRIBUTE_SPECS``, the reference
+# documentation's table) and whether the ``otelsse.stream`` span carries it (``ATTRIBUTES``) or
+# only metric points do. Our own keys live under ``otelsse.``; the others are the OpenTelemetry
+# GenAI, HTTP and general semantic conventions' own.
+
+
+class AttributeSpec(NamedTuple):
+    """What one attribute key holds, for the reference documentation."""
+
+    #: OpenTelemetry attribute type: ``string``, ``boolean``, ``int``, ``double`` or ``string[]``.
+    type: str
+    #: UCUM unit; empty when the value has none.
+    unit: str
+    #: What it holds and when it is absent.
+    description: str
+
+
+#: Every attribute key otelsse sets on the stream's span or its metric points, described.
+ATTRIBUTE_SPECS: dict[str, AttributeSpec] = {}
+_ON_SPAN: list[str] = []
+
+
+def _attribute(key: str, type: str, unit: str, description: str, *, span: bool = True) -> str:
+    """Declare ``key``: its spec, and whether the stream's span carries it; returns the key."""
+    ATTRIBUTE_SPECS[key] = AttributeSpec(type, unit, description)
+    if span:
+        _ON_SPAN.append(key)
+    return key
+
+
+ROUTE = _attribute(
+    "otelsse.route",
+    "string",
+    "",
+    "The provider contract the stream was judged by: a built-in route name or one registered "
+    "with `register_route()`. For a stream whose route was sniffed from its events, the "
+    "contract found (`generic` when none was). Always present. On "
+    "`otelsse.streams.active` alone, `auto` marks an SSE response to an unrecognised URL: "
+    "its contract is not known yet when the stream starts.",
+)
+ROUTE_PROFILE = _attribute(
+    "otelsse.route.profile",
+    "string",
+    "",
+    "The host profile applied to the route's contract: a named variant for servers that "
+    "bend it on purpose, chosen by the request's host (e.g. `eof_after_finish`). Absent when "
+    "the contract applied as is.",
+)
+OUTCOME = _attribute(
+    "otelsse.outcome",
+    "string",
+    "",
+    "How the stream ended: exactly one outcome per stream (see docs/outcomes.md). Always present.",
+)
+TERMINAL_SEEN = _attribute(
+    "otelsse.terminal_seen",
+    "boolean",
+    "",
+    "The route's terminal condition arrived (`[DONE]` after every finish reason, "
+    "`response.completed`/`incomplete`/`failed`, `message_stop`, a `finishReason` on every "
+    "Gemini candidate). Always false on the generic route, which has no terminal rule.",
+)
+STOP_REASON = _attribute(
+    "otelsse.stop_reason",
+    "string",
+    "",
+    "The provider's stop or finish reason exactly as sent (`stop`, `length`, `tool_calls`, "
+    "`end_turn`, `max_tokens`, `STOP`, ...); with several choices, a non-success one wins. "
+    f"Absent when no stop arrived (e.g. truncated streams). Cut to {MAX_CODE_CHARS} "
+    "characters; on metrics it is capped and cut (see the caps below).",
+)
+CHUNK_COUNT = _attribute(
+    "otelsse.chunk_count",
+    "int",
+    "{chunk}",
+    "Non-empty body reads the application made. The only count that depends on how the "
+    "bytes were chunked.",
+)
+BYTES_RECEIVED = _attribute(
+    "otelsse.bytes_received",
+    "int",
+    "By",
+    "Body bytes the application read, after content-decoding (gzip, br, ...).",
+)
+DECODED_CHAR_COUNT = _attribute(
+    "otelsse.decoded_char_count",
+    "int",
+    "{char}",
+    "Characters decoded from UTF-8 in complete events.",
+)
+EVENT_COUNT = _attribute(
+    "otelsse.event_count",
+    "int",
+    "{event}",
+    "Complete SSE events dispatched (keep-alives and unknown types included; comments not).",
+)
+COMMENT_COUNT = _attribute(
+    "otelsse.comment_count",
+    "int",
+    "{comment}",
+    "SSE comment lines (`:` prefix, e.g. keep-alive pings from gateways).",
+)
+UNKNOWN_EVENT_COUNT = _attribute(
+    "otelsse.unknown_event_count",
+    "int",
+    "{event}",
+    "Events of a type the route does not know (new provider events; they never change the "
+    "outcome).",
+)
+PENDING_LINE_CHARS = _attribute(
+    "otelsse.pending_line_chars",
+    "int",
+    "{char}",
+    "Characters of a line that had not ended when the stream ended; non-zero means the "
+    "stream was cut mid-line. After a buffer limit: the bytes held when parsing stopped.",
+)
+PENDING_EVENT_CHARS = _attribute(
+    "otelsse.pending_event_chars",
+    "int",
+    "{char}",
+    "Characters of the event not yet dispatched (no blank line after it) when the stream "
+    "ended; it was discarded, as the SSE standard says. After a buffer limit: the bytes held "
+    "when parsing stopped.",
+)
+OPEN_ACCUMULATOR_COUNT = _attribute(
+    "otelsse.open_accumulator_count",
+    "int",
+    "{call}",
+    "Tool calls opened but never closed when the stream ended (counted as invalid in "
+    "`otelsse.tool_calls`).",
+)
+TOOL_CALL_COUNT = _attribute(
+    "otelsse.tool_call_count",
+    "int",
+    "{call}",
+    "Tool calls the stream opened for the application to run (server-run calls not included).",
+)
+TOOL_CALL_INVALID_COUNT = _attribute(
+    "otelsse.tool_call_invalid_count",
+    "int",
+    "{call}",
+    "Closed tool calls whose arguments were not exactly one JSON value.",
+)
+SERVER_TOOL_CALL_COUNT = _attribute(
+    "otelsse.server_tool_call_count",
+    "int",
+    "{call}",
+    "Tool calls the provider ran itself (web search, code execution, MCP), counted apart "
+    "from `otelsse.tool_call_count`: the application neither runs them nor gets arguments "
+    "to validate.",
+)
+REFUSAL = _attribute(
+    "otelsse.refusal",
+    "boolean",
+    "",
+    "The model refused: OpenAI `refusal` text, Anthropic `stop_reason: refusal`. The flag "
+    "is set whatever the outcome (an OpenAI refusal usually ends `complete`, an Anthropic "
+    "one `incomplete`); metrics count it in `otelsse.stream.refusals`.",
+)
+BUFFER_LIMIT_STAGE = _attribute(
+    "otelsse.buffer_limit_stage",
+    "string",
+    "",
+    "Which ceiling stopped parsing: `line` (a partial line), `event` (a pending event), "
+    "`accumulator` (one tool call's arguments, the number of tool calls, or of choices, "
+    "blocks and outputs), `text` (text kept by the enforcing reader) or `events` (more events "
+    "than `Limits.max_events`). Present only when the outcome is `buffer_limit`.",
+)
+DECODE_ERROR_COUNT = _attribute(
+    "otelsse.decode_error_count",
+    "int",
+    "{error}",
+    "Invalid UTF-8 sequences in the body, each replaced by U+FFFD.",
+)
+ANOMALY_COUNT = _attribute(
+    "otelsse.anomaly_count",
+    "int",
+    "{anomaly}",
+    "Oddities that are counted rather than hidden, such as events after the terminal, a "
+    "repeated finish reason, a tool-call index reused by another id, a `sequence_number` "
+    "gap or an event name that disagrees with its `type`; every protocol violation is "
+    "counted here too. `otelsse inspect` lists them by name.",
+)
+PROVIDER_ERROR_CODE = _attribute(
+    "otelsse.provider_error_code",
+    "string",
+    "",
+    "The code or type of an in-stream provider error as sent (OpenAI `code` or `type`, "
+    "Anthropic `error.type` such as `overloaded_error`, Gemini `status`), cut to "
+    f"{MAX_CODE_CHARS} characters; never its message. Absent when there was no "
+    "provider error or it carried no code.",
+)
+TIME_TO_FIRST_BYTE = _attribute(
+    "otelsse.time_to_first_byte",
+    "double",
+    "s",
+    "From request send to the first body byte. Absent when no body byte arrived.",
+)
+TIME_TO_FIRST_EVENT = _attribute(
+    "otelsse.time_to_first_event",
+    "double",
+    "s",
+    "From request send to the read that completed the first SSE event. Absent when no event "
+    "arrived.",
+)
+TIME_TO_FIRST_OUTPUT = _attribute(
+    "otelsse.time_to_first_output",
+    "double",
+    "s",
+    "From request send to the read that brought the first piece of model output: text, "
+    "reasoning or refusal text, a client tool call or its arguments (the time to first "
+    "token a user waits for; an OpenAI role chunk or Anthropic `message_start` is an event, "
+    "not output). Absent when no output arrived.",
+)
+TIME_PER_OUTPUT_CHUNK = _attribute(
+    "otelsse.time_per_output_chunk",
+    "double",
+    "s",
+    "Mean time between pieces of model output after the first: (last output read - first "
+    "output read) / (pieces - 1). Absent with fewer than two pieces.",
+)
+OUTPUT_DELTA_COUNT = _attribute(
+    "otelsse.output_delta_count",
+    "int",
+    "{chunk}",
+    "Pieces of model output (what `otelsse.time_to_first_output` waits for): non-empty "
+    "text, reasoning and refusal deltas, client tool calls opened and argument fragments.",
+)
 #: Seconds the server asked the caller to wait (``Retry-After``) on a refused request.
-RETRY_AFTER = "otelsse.retry_after"
-#: The flight recorder's id of the stream's redacted skeleton (``otelsse inspect`` replays it).
-RECORDING_ID = "otelsse.recording.id"
-#: Why a ``cancelled`` stream was cancelled, where otelsse knows: ``client_disconnect`` or
-#: ``shutdown`` (the proxy's drain ran out).
-CANCEL_REASON = "otelsse.cancel_reason"
-#: The proxy's upstream name, on the SERVER span of a request it forwarded.
-PROXY_UPSTREAM = "otelsse.proxy.upstream"
+RETRY_AFTER = _attribute(
+    "otelsse.retry_after",
+    "double",
+    "s",
+    "On a stream refused at its headers (`rate_limited`, `http_error`): the seconds the "
+    "server asked the caller to wait, from `retry-after-ms` or `Retry-After` (seconds or an "
+    "HTTP-date). Absent when not sent or not believable (negative, over a day).",
+)
 #: The instrumentation scope of another instrumentation's GenAI span that this call ran under
 #: (see ``NEIGHBOURS``); otelsse then leaves to it what it owns.
-GENAI_NEIGHBOUR = "otelsse.genai_neighbour"
-MAX_INTER_EVENT_GAP = "otelsse.max_inter_event_gap"
-DURATION = "otelsse.duration"
-TOOL_CALL_VALID = "otelsse.tool_call.valid"
-#: Who ran a tool call (on ``otelsse.tool_calls``): one of ``TOOL_CALL_KINDS``.
-TOOL_CALL_KIND = "otelsse.tool_call.kind"
+GENAI_NEIGHBOUR = _attribute(
+    "otelsse.genai_neighbour",
+    "string",
+    "",
+    "The instrumentation scope of another instrumentation's GenAI span this call ran under "
+    "(e.g. `opentelemetry.util.genai.handler` for openai-v2, `com.anthropic.sdk.python`): "
+    "otelsse then leaves to it what it owns (docs/neighbours.md). Absent otherwise.",
+)
+#: Why a ``cancelled`` stream was cancelled, where otelsse knows: ``client_disconnect`` or
+#: ``shutdown`` (the proxy's drain ran out).
+CANCEL_REASON = _attribute(
+    "otelsse.cancel_reason",
+    "string",
+    "",
+    "Why a `cancelled` stream ended, when otelsse can tell: `client_disconnect` (the proxy's "
+    "client left) or `shutdown` (the proxy's drain after SIGTERM ran out). Absent otherwise.",
+)
+#: The flight recorder's id of the stream's redacted skeleton (``otelsse inspect`` replays it).
+RECORDING_ID = _attribute(
+    "otelsse.recording.id",
+    "string",
+    "",
+    "The flight recorder's id of this stream's redacted skeleton (docs/recorder.md); "
+    "`otelsse inspect` replays it. Absent when no recorder is configured or the stream was "
+    "not kept.",
+)
+GEN_AI_OPERATION_NAME = _attribute(
+    "gen_ai.operation.name",
+    "string",
+    "",
+    "OTel GenAI convention: the operation of the route's calls (`chat`, "
+    "`generate_content`), set when the span starts. Absent on the generic route.",
+)
+GEN_AI_REQUEST_MODEL = _attribute(
+    "gen_ai.request.model",
+    "string",
+    "",
+    "OTel GenAI convention: the model the request asked for, from the JSON body's `model` "
+    "field (read by a regular expression, never parsed; message text cannot match) or "
+    "Gemini's URL path; set when the span starts. Absent when the request named none or "
+    "was not on a known route. On metrics it is capped and cut (see the caps below).",
+)
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK = _attribute(
+    "gen_ai.response.time_to_first_chunk",
+    "double",
+    "s",
+    "OTel GenAI convention: the same value as `otelsse.time_to_first_output`. Absent on "
+    "the generic route, without output, and when a GenAI neighbour records it itself.",
+)
+GEN_AI_TOKEN_TYPE = _attribute(
+    "gen_ai.token.type",
+    "string",
+    "",
+    "OTel GenAI convention, metric `gen_ai.client.token.usage` only: `input` or `output`.",
+    span=False,
+)
+MAX_INTER_EVENT_GAP = _attribute(
+    "otelsse.max_inter_event_gap",
+    "double",
+    "s",
+    "Longest time between two reads that completed events (0 when all events came in one "
+    "read). Absent when no event arrived.",
+)
+DURATION = _attribute(
+    "otelsse.duration",
+    "double",
+    "s",
+    "From request send to the end of the stream: EOF, close, read error or cancellation "
+    "(the response headers for a stream refused there: `rate_limited`, `http_error`, or a "
+    "`protocol_error` found there).",
+)
+HTTP_RESPONSE_STATUS_CODE = _attribute(
+    "http.response.status_code",
+    "int",
+    "",
+    "OTel HTTP convention: the response's status code. Absent when the request failed before "
+    "any response (connection error, connect timeout). On `otelsse.streams` only for "
+    f"`rate_limited` (429) and `http_error` (the first {MAX_STATUS_CODES} distinct codes), "
+    "where the status is the outcome's cause.",
+)
+SERVER_ADDRESS = _attribute(
+    "server.address",
+    "string",
+    "",
+    "OTel convention: the host of the request URL. Absent only for a URL without a host. "
+    "On metrics it is capped (see the caps below).",
+)
+SERVER_PORT = _attribute(
+    "server.port",
+    "int",
+    "",
+    "OTel convention: the port of the request URL (443 or 80 from the scheme when the URL "
+    "names none). Span only.",
+)
+ERROR_TYPE = _attribute(
+    "error.type",
+    "string",
+    "",
+    "OTel convention: the outcome, set only for the outcomes in `ERROR_OUTCOMES` (the span "
+    "status is then ERROR), on the span and on the GenAI duration metric. Absent otherwise.",
+)
+GEN_AI_PROVIDER_NAME = _attribute(
+    "gen_ai.provider.name",
+    "string",
+    "",
+    "OTel GenAI convention: the provider its route declares (the route table below; "
+    "OpenAI-compatible servers on the `openai.*` routes are `openai`). Absent on the generic "
+    "route.",
+)
+GEN_AI_REQUEST_STREAM = _attribute(
+    "gen_ai.request.stream",
+    "boolean",
+    "",
+    "OTel GenAI convention: true when the route has a provider; else absent.",
+)
+GEN_AI_RESPONSE_MODEL = _attribute(
+    "gen_ai.response.model",
+    "string",
+    "",
+    "OTel GenAI convention: the model name the stream itself reported (chunk `model`, "
+    "Anthropic `message.model`, Gemini `modelVersion`), cut to "
+    f"{MAX_IDENTIFIER_CHARS} characters. Absent when the stream named none. On metrics it "
+    "is capped and cut (see the caps below).",
+)
+GEN_AI_RESPONSE_ID = _attribute(
+    "gen_ai.response.id",
+    "string",
+    "",
+    "OTel GenAI convention: the response id the stream reported, cut to "
+    f"{MAX_IDENTIFIER_CHARS} characters. Absent when it named none.",
+)
+GEN_AI_RESPONSE_FINISH_REASONS = _attribute(
+    "gen_ai.response.finish_reasons",
+    "string[]",
+    "",
+    "OTel GenAI convention: every finish reason as sent (one per choice or candidate), with "
+    "`error` appended when the stream ended before its terminal: at most "
+    f"{MAX_FINISH_REASONS} entries (`error` kept last), each cut to {MAX_CODE_CHARS} "
+    "characters. Absent on the generic route and when the list would be empty.",
+)
+GEN_AI_USAGE_INPUT_TOKENS = _attribute(
+    "gen_ai.usage.input_tokens",
+    "int",
+    "{token}",
+    "OTel GenAI convention: input tokens from the stream's last usage report. Absent when "
+    "the stream carried none (OpenAI chat sends usage only when the request asks for "
+    "`stream_options.include_usage`), and beside a GenAI neighbour, whose span has it: "
+    "usage is never on two spans of one call.",
+)
+GEN_AI_USAGE_OUTPUT_TOKENS = _attribute(
+    "gen_ai.usage.output_tokens",
+    "int",
+    "{token}",
+    "OTel GenAI convention: output tokens from the stream's last usage report. Absent when "
+    "the stream carried none, including an Anthropic stream cut before `message_delta` "
+    "(`message_start`'s count is a placeholder, never reported), and beside a GenAI "
+    "neighbour.",
+)
 #: The provider's request id from an allow-listed response header (see REQUEST_ID_HEADERS).
-REQUEST_ID = "otelsse.request_id"
+REQUEST_ID = _attribute(
+    "otelsse.request_id",
+    "string",
+    "",
+    "The provider's request id, from the `x-request-id` or else the `request-id` response "
+    "header, the only header values ever recorded: at most "
+    f"{MAX_REQUEST_ID_CHARS} characters, non-printable ones dropped. Absent when neither "
+    "header was sent.",
+)
+#: Who ran a tool call (on ``otelsse.tool_calls``): one of ``TOOL_CALL_KINDS``.
+TOOL_CALL_KIND = _attribute(
+    "otelsse.tool_call.kind",
+    "string",
+    "",
+    "Metric `otelsse.tool_calls` only: `client` for calls the application runs from the "
+    "streamed arguments, `server` for calls the provider ran itself (one of "
+    "`TOOL_CALL_KINDS`).",
+    span=False,
+)
+TOOL_CALL_VALID = _attribute(
+    "otelsse.tool_call.valid",
+    "boolean",
+    "",
+    "Metric `otelsse.tool_calls` only, client calls only: whether the call closed with "
+    "arguments that are exactly one JSON value (false also for calls never closed). Absent "
+    "on server calls, which have no arguments to validate.",
+    span=False,
+)
 #: Where inside otelsse a contained failure happened (on ``otelsse.instrumentation.errors``).
-INSTRUMENTATION_STAGE = "otelsse.instrumentation.stage"
+INSTRUMENTATION_STAGE = _attribute(
+    "otelsse.instrumentation.stage",
+    "string",
+    "",
+    "Metric `otelsse.instrumentation.errors` only: where inside otelsse a contained failure "
+    "happened (one of `INSTRUMENTATION_STAGES`).",
+    span=False,
+)
 
-# -- span attributes (OpenTelemetry semantic conventions) -----------------------------------
-HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
-SERVER_ADDRESS = "server.address"
-SERVER_PORT = "server.port"
-ERROR_TYPE = "error.type"
-GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
-GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
-GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
-GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
-GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
-GEN_AI_REQUEST_STREAM = "gen_ai.request.stream"
-GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
-GEN_AI_RESPONSE_ID = "gen_ai.response.id"
-GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
-GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
-GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+#: The proxy's upstream name, on the SERVER span of a request it forwarded.
+PROXY_UPSTREAM = "otelsse.proxy.upstream"
 
 #: Every span attribute key otelsse may set.
-ATTRIBUTES: tuple[str, ...] = (
-    ROUTE, ROUTE_PROFILE, OUTCOME, TERMINAL_SEEN, STOP_REASON, CHUNK_COUNT, BYTES_RECEIVED,
-    DECODED_CHAR_COUNT, EVENT_COUNT, COMMENT_COUNT, UNKNOWN_EVENT_COUNT, PENDING_LINE_CHARS,
-    PENDING_EVENT_CHARS, OPEN_ACCUMULATOR_COUNT, TOOL_CALL_COUNT, TOOL_CALL_INVALID_COUNT,
-    SERVER_TOOL_CALL_COUNT, REFUSAL, BUFFER_LIMIT_STAGE, DECODE_ERROR_COUNT, ANOMALY_COUNT,
-    PROVIDER_ERROR_CODE, TIME_TO_FIRST_BYTE, TIME_TO_FIRST_EVENT, TIME_TO_FIRST_OUTPUT,
-    TIME_PER_OUTPUT_CHUNK, OUTPUT_DELTA_COUNT, MAX_INTER_EVENT_GAP, DURATION, RETRY_AFTER,
-    GENAI_NEIGHBOUR, RECORDING_ID, CANCEL_REASON, HTTP_RESPONSE_STATUS_CODE, SERVER_ADDRESS,
-    SERVER_PORT, ERROR_TYPE,
-    GEN_AI_PROVIDER_NAME, GEN_AI_OPERATION_NAME, GEN_AI_REQUEST_MODEL, GEN_AI_REQUEST_STREAM,
-    GEN_AI_RESPONSE_MODEL, GEN_AI_RESPONSE_ID, GEN_AI_RESPONSE_FINISH_REASONS,
-    GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, GEN_AI_USAGE_INPUT_TOKENS, GEN_AI_USAGE_OUTPUT_TOKENS,
-    REQUEST_ID,
-)  # fmt: skip
+ATTRIBUTES: tuple[str, ...] = tuple(_ON_SPAN)
 
 #: The only response headers whose values are recorded (as ``otelsse.request_id``), in order.
 REQUEST_ID_HEADERS: tuple[str, ...] = ("x-request-id", "request-id")
@@ -421,28 +826,34 @@ UNKNOWN_NEIGHBOUR_OWNS = frozenset({USAGE, GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, 
 GATE_SPAN_NAME = "otelsse.gate"
 #: Span name of one tool call the gate decided; a child of its attempt's span.
 TOOL_CALL_SPAN_NAME = "otelsse.tool_call"
-#: The caller's run id and the attempt's number within the run (opaque ids, never content).
-GATE_RUN_ID = "otelsse.gate.run_id"
-GATE_ATTEMPT = "otelsse.gate.attempt"
-#: Why the gate's stream was refused: a ``StreamFault`` code; absent when it was accepted.
-GATE_FAULT = "otelsse.gate.fault"
-#: A call's final state: a ``ToolCallState`` value.
-TOOL_CALL_STATE = "otelsse.tool_call.state"
-TOOL_CALL_BYTES = "otelsse.tool_call.bytes"
-TOOL_CALL_JSON_STATUS = "otelsse.tool_call.json_status"
-TOOL_CALL_TRAILING_DATA = "otelsse.tool_call.trailing_data"
-TOOL_CALL_SCHEMA_STATUS = "otelsse.tool_call.schema_status"
-TOOL_CALL_POLICY = "otelsse.tool_call.policy"
-TOOL_CALL_EXECUTION = "otelsse.tool_call.execution"
-GEN_AI_TOOL_NAME = "gen_ai.tool.name"
-GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
+#: Every attribute key on the gate's spans: the stream's keys they carry too, then their own,
+#: each declared by ``_gate_attribute``.
+_ON_GATE: list[str] = [ROUTE, OUTCOME, GEN_AI_RESPONSE_ID, ERROR_TYPE]
 
-#: Every attribute key on the gate's spans.
-GATE_ATTRIBUTES: tuple[str, ...] = (
-    GATE_RUN_ID, GATE_ATTEMPT, GATE_FAULT, ROUTE, OUTCOME, GEN_AI_RESPONSE_ID, TOOL_CALL_STATE,
-    TOOL_CALL_BYTES, TOOL_CALL_JSON_STATUS, TOOL_CALL_TRAILING_DATA, TOOL_CALL_SCHEMA_STATUS,
-    TOOL_CALL_POLICY, TOOL_CALL_EXECUTION, GEN_AI_TOOL_NAME, GEN_AI_TOOL_CALL_ID, ERROR_TYPE,
-)  # fmt: skip
+
+def _gate_attribute(key: str) -> str:
+    """Declare ``key`` as an attribute of the gate's spans; returns the key. The reference
+    documentation describes it (``docs/generate_reference.py``)."""
+    _ON_GATE.append(key)
+    return key
+
+
+#: The caller's run id and the attempt's number within the run (opaque ids, never content).
+GATE_RUN_ID = _gate_attribute("otelsse.gate.run_id")
+GATE_ATTEMPT = _gate_attribute("otelsse.gate.attempt")
+#: Why the gate's stream was refused: a ``StreamFault`` code; absent when it was accepted.
+GATE_FAULT = _gate_attribute("otelsse.gate.fault")
+#: A call's final state: a ``ToolCallState`` value.
+TOOL_CALL_STATE = _gate_attribute("otelsse.tool_call.state")
+TOOL_CALL_BYTES = _gate_attribute("otelsse.tool_call.bytes")
+TOOL_CALL_JSON_STATUS = _gate_attribute("otelsse.tool_call.json_status")
+TOOL_CALL_TRAILING_DATA = _gate_attribute("otelsse.tool_call.trailing_data")
+TOOL_CALL_SCHEMA_STATUS = _gate_attribute("otelsse.tool_call.schema_status")
+TOOL_CALL_POLICY = _gate_attribute("otelsse.tool_call.policy")
+TOOL_CALL_EXECUTION = _gate_attribute("otelsse.tool_call.execution")
+GEN_AI_TOOL_NAME = _gate_attribute("gen_ai.tool.name")
+GEN_AI_TOOL_CALL_ID = _gate_attribute("gen_ai.tool.call.id")
+GATE_ATTRIBUTES: tuple[str, ...] = tuple(_ON_GATE)
 
 #: Distinct ``gen_ai.tool.name`` values on ``otelsse.gate.calls`` before ``OVERFLOW_VALUE``:
 #: the model chooses the name, so an unregistered one is as free as a model name.
@@ -454,50 +865,6 @@ GATE_CALLS = MetricSpec(
     attributes=(TOOL_CALL_STATE, GEN_AI_TOOL_NAME, ERROR_TYPE),
 )  # fmt: skip
 GATE_METRICS: tuple[MetricSpec, ...] = (GATE_CALLS,)
-
-
-# -- caps --------------------------------------------------------------------------------------
-# Past ``SDK_CARDINALITY_LIMIT`` attribute sets, the SDK sends an instrument's new points to one
-# ``otel.metric.overflow=true`` series without any attribute: the outcome is lost. Models, hosts
-# and stop reasons are chosen by whoever runs the server, and they multiply, so otelsse folds
-# its own overflow into ``OVERFLOW_VALUE`` long before that, keeping route and outcome.
-
-#: The OpenTelemetry SDK's default limit of attribute sets per instrument and metric reader
-#: (opentelemetry-sdk ``_DEFAULT_CARDINALITY_LIMIT``; the specification's default too).
-SDK_CARDINALITY_LIMIT = 2000
-#: The value a capped metric attribute takes once its limit is reached.
-OVERFLOW_VALUE = "_OTHER"
-#: Distinct ``gen_ai.request.model`` values in metrics before ``OVERFLOW_VALUE``
-#: (``instrument(max_model_names=...)``).
-DEFAULT_MAX_MODEL_NAMES = 50
-#: Distinct ``server.address`` values in metrics before ``OVERFLOW_VALUE``.
-DEFAULT_MAX_SERVER_ADDRESSES = 20
-#: Distinct ``otelsse.stop_reason`` values in metrics before ``OVERFLOW_VALUE``.
-DEFAULT_MAX_STOP_REASONS = 30
-#: Distinct ``http.response.status_code`` values on ``http_error`` streams; a later one is
-#: left off (the attribute is an int: no ``OVERFLOW_VALUE``), the outcome still counted.
-MAX_STATUS_CODES = 20
-#: Distinct series keys (``SERIES_ATTRIBUTES``; route and server on ``otelsse.streams.active``)
-#: with series of their own, outcomes pre-created at 0. A later key shares its route's overflow
-#: key: ``server.address`` and ``gen_ai.request.model`` become ``OVERFLOW_VALUE``. This, not the
-#: per-attribute caps (which users may raise), is what bounds the products. The GenAI metrics
-#: use the same admitted keys.
-MAX_SERIES_KEYS = 50
-#: Distinct (series key, outcome, stop reason or HTTP status) sets on ``otelsse.streams``. A
-#: later one is counted under its route's overflow key, its stop reason ``OVERFLOW_VALUE`` and
-#: without its status.
-MAX_STOP_REASON_SERIES = 200
-#: Provider-sent metric attribute values (model, stop reason) are cut to this many characters.
-MAX_METRIC_VALUE_CHARS = 64
-#: Provider-sent codes on the span (stop and finish reasons, error codes) keep this many
-#: characters.
-MAX_CODE_CHARS = 64
-#: Provider-sent identifiers on the span (model, response id) keep this many characters.
-MAX_IDENTIFIER_CHARS = 256
-#: ``gen_ai.response.finish_reasons`` keeps this many entries (the last may be ``error``).
-MAX_FINISH_REASONS = 32
-#: ``otelsse.request_id`` keeps at most this many characters (non-printable ones are dropped).
-MAX_REQUEST_ID_CHARS = 128
 
 
 def max_series(spec: MetricSpec, *, routes: int, outcomes: int) -> int:
@@ -545,305 +912,6 @@ SCOPE_NAME = "otelsse"
 #: Span kind of ``SPAN_NAME``.
 SPAN_KIND = "CLIENT"
 
-
-class AttributeSpec(NamedTuple):
-    """What one attribute key holds, for the reference documentation."""
-
-    #: OpenTelemetry attribute type: ``string``, ``boolean``, ``int``, ``double`` or ``string[]``.
-    type: str
-    #: UCUM unit; empty when the value has none.
-    unit: str
-    #: What it holds and when it is absent.
-    description: str
-
-
-#: Every attribute key otelsse sets, on the span (``ATTRIBUTES``) or only on metric points.
-ATTRIBUTE_SPECS: dict[str, AttributeSpec] = {
-    ROUTE: AttributeSpec(
-        "string", "",
-        "The provider contract the stream was judged by: a built-in route name or one registered "
-        "with `register_route()`. For a stream whose route was sniffed from its events, the "
-        "contract found (`generic` when none was). Always present. On "
-        "`otelsse.streams.active` alone, `auto` marks an SSE response to an unrecognised URL: "
-        "its contract is not known yet when the stream starts.",
-    ),
-    ROUTE_PROFILE: AttributeSpec(
-        "string", "",
-        "The host profile applied to the route's contract: a named variant for servers that "
-        "bend it on purpose, chosen by the request's host (e.g. `eof_after_finish`). Absent when "
-        "the contract applied as is.",
-    ),
-    OUTCOME: AttributeSpec(
-        "string", "",
-        "How the stream ended: exactly one outcome per stream (see docs/outcomes.md). Always "
-        "present.",
-    ),
-    TERMINAL_SEEN: AttributeSpec(
-        "boolean", "",
-        "The route's terminal condition arrived (`[DONE]` after every finish reason, "
-        "`response.completed`/`incomplete`/`failed`, `message_stop`, a `finishReason` on every "
-        "Gemini candidate). Always false on the generic route, which has no terminal rule.",
-    ),
-    STOP_REASON: AttributeSpec(
-        "string", "",
-        "The provider's stop or finish reason exactly as sent (`stop`, `length`, `tool_calls`, "
-        "`end_turn`, `max_tokens`, `STOP`, ...); with several choices, a non-success one wins. "
-        f"Absent when no stop arrived (e.g. truncated streams). Cut to {MAX_CODE_CHARS} "
-        "characters; on metrics it is capped and cut (see the caps below).",
-    ),
-    CHUNK_COUNT: AttributeSpec(
-        "int", "{chunk}",
-        "Non-empty body reads the application made. The only count that depends on how the "
-        "bytes were chunked.",
-    ),
-    BYTES_RECEIVED: AttributeSpec(
-        "int", "By", "Body bytes the application read, after content-decoding (gzip, br, ...).",
-    ),
-    DECODED_CHAR_COUNT: AttributeSpec(
-        "int", "{char}", "Characters decoded from UTF-8 in complete events.",
-    ),
-    EVENT_COUNT: AttributeSpec(
-        "int", "{event}",
-        "Complete SSE events dispatched (keep-alives and unknown types included; comments not).",
-    ),
-    COMMENT_COUNT: AttributeSpec(
-        "int", "{comment}", "SSE comment lines (`:` prefix, e.g. keep-alive pings from gateways).",
-    ),
-    UNKNOWN_EVENT_COUNT: AttributeSpec(
-        "int", "{event}",
-        "Events of a type the route does not know (new provider events; they never change the "
-        "outcome).",
-    ),
-    PENDING_LINE_CHARS: AttributeSpec(
-        "int", "{char}",
-        "Characters of a line that had not ended when the stream ended; non-zero means the "
-        "stream was cut mid-line. After a buffer limit: the bytes held when parsing stopped.",
-    ),
-    PENDING_EVENT_CHARS: AttributeSpec(
-        "int", "{char}",
-        "Characters of the event not yet dispatched (no blank line after it) when the stream "
-        "ended; it was discarded, as the SSE standard says. After a buffer limit: the bytes held "
-        "when parsing stopped.",
-    ),
-    OPEN_ACCUMULATOR_COUNT: AttributeSpec(
-        "int", "{call}",
-        "Tool calls opened but never closed when the stream ended (counted as invalid in "
-        "`otelsse.tool_calls`).",
-    ),
-    TOOL_CALL_COUNT: AttributeSpec(
-        "int", "{call}",
-        "Tool calls the stream opened for the application to run (server-run calls not included).",
-    ),
-    TOOL_CALL_INVALID_COUNT: AttributeSpec(
-        "int", "{call}",
-        "Closed tool calls whose arguments were not exactly one JSON value.",
-    ),
-    SERVER_TOOL_CALL_COUNT: AttributeSpec(
-        "int", "{call}",
-        "Tool calls the provider ran itself (web search, code execution, MCP), counted apart "
-        "from `otelsse.tool_call_count`: the application neither runs them nor gets arguments "
-        "to validate.",
-    ),
-    REFUSAL: AttributeSpec(
-        "boolean", "",
-        "The model refused: OpenAI `refusal` text, Anthropic `stop_reason: refusal`. The flag "
-        "is set whatever the outcome (an OpenAI refusal usually ends `complete`, an Anthropic "
-        "one `incomplete`); metrics count it in `otelsse.stream.refusals`.",
-    ),
-    BUFFER_LIMIT_STAGE: AttributeSpec(
-        "string", "",
-        "Which ceiling stopped parsing: `line` (a partial line), `event` (a pending event), "
-        "`accumulator` (one tool call's arguments, the number of tool calls, or of choices, "
-        "blocks and outputs), `text` (text kept by the enforcing reader) or `events` (more events "
-        "than `Limits.max_events`). Present only when the outcome is `buffer_limit`.",
-    ),
-    DECODE_ERROR_COUNT: AttributeSpec(
-        "int", "{error}", "Invalid UTF-8 sequences in the body, each replaced by U+FFFD.",
-    ),
-    ANOMALY_COUNT: AttributeSpec(
-        "int", "{anomaly}",
-        "Oddities that are counted rather than hidden, such as events after the terminal, a "
-        "repeated finish reason, a tool-call index reused by another id, a `sequence_number` "
-        "gap or an event name that disagrees with its `type`; every protocol violation is "
-        "counted here too. `otelsse inspect` lists them by name.",
-    ),
-    PROVIDER_ERROR_CODE: AttributeSpec(
-        "string", "",
-        "The code or type of an in-stream provider error as sent (OpenAI `code` or `type`, "
-        "Anthropic `error.type` such as `overloaded_error`, Gemini `status`), cut to "
-        f"{MAX_CODE_CHARS} characters; never its message. Absent when there was no "
-        "provider error or it carried no code.",
-    ),
-    TIME_TO_FIRST_BYTE: AttributeSpec(
-        "double", "s",
-        "From request send to the first body byte. Absent when no body byte arrived.",
-    ),
-    TIME_TO_FIRST_EVENT: AttributeSpec(
-        "double", "s",
-        "From request send to the read that completed the first SSE event. Absent when no event "
-        "arrived.",
-    ),
-    TIME_TO_FIRST_OUTPUT: AttributeSpec(
-        "double", "s",
-        "From request send to the read that brought the first piece of model output: text, "
-        "reasoning or refusal text, a client tool call or its arguments (the time to first "
-        "token a user waits for; an OpenAI role chunk or Anthropic `message_start` is an event, "
-        "not output). Absent when no output arrived.",
-    ),
-    TIME_PER_OUTPUT_CHUNK: AttributeSpec(
-        "double", "s",
-        "Mean time between pieces of model output after the first: (last output read - first "
-        "output read) / (pieces - 1). Absent with fewer than two pieces.",
-    ),
-    OUTPUT_DELTA_COUNT: AttributeSpec(
-        "int", "{chunk}",
-        "Pieces of model output (what `otelsse.time_to_first_output` waits for): non-empty "
-        "text, reasoning and refusal deltas, client tool calls opened and argument fragments.",
-    ),
-    RETRY_AFTER: AttributeSpec(
-        "double", "s",
-        "On a stream refused at its headers (`rate_limited`, `http_error`): the seconds the "
-        "server asked the caller to wait, from `retry-after-ms` or `Retry-After` (seconds or an "
-        "HTTP-date). Absent when not sent or not believable (negative, over a day).",
-    ),
-    GENAI_NEIGHBOUR: AttributeSpec(
-        "string", "",
-        "The instrumentation scope of another instrumentation's GenAI span this call ran under "
-        "(e.g. `opentelemetry.util.genai.handler` for openai-v2, `com.anthropic.sdk.python`): "
-        "otelsse then leaves to it what it owns (docs/neighbours.md). Absent otherwise.",
-    ),
-    CANCEL_REASON: AttributeSpec(
-        "string", "",
-        "Why a `cancelled` stream ended, when otelsse can tell: `client_disconnect` (the proxy's "
-        "client left) or `shutdown` (the proxy's drain after SIGTERM ran out). Absent otherwise.",
-    ),
-    RECORDING_ID: AttributeSpec(
-        "string", "",
-        "The flight recorder's id of this stream's redacted skeleton (docs/recorder.md); "
-        "`otelsse inspect` replays it. Absent when no recorder is configured or the stream was "
-        "not kept.",
-    ),
-    GEN_AI_OPERATION_NAME: AttributeSpec(
-        "string", "",
-        "OTel GenAI convention: the operation of the route's calls (`chat`, "
-        "`generate_content`), set when the span starts. Absent on the generic route.",
-    ),
-    GEN_AI_REQUEST_MODEL: AttributeSpec(
-        "string", "",
-        "OTel GenAI convention: the model the request asked for, from the JSON body's `model` "
-        "field (read by a regular expression, never parsed; message text cannot match) or "
-        "Gemini's URL path; set when the span starts. Absent when the request named none or "
-        "was not on a known route. On metrics it is capped and cut (see the caps below).",
-    ),
-    GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: AttributeSpec(
-        "double", "s",
-        "OTel GenAI convention: the same value as `otelsse.time_to_first_output`. Absent on "
-        "the generic route, without output, and when a GenAI neighbour records it itself.",
-    ),
-    GEN_AI_TOKEN_TYPE: AttributeSpec(
-        "string", "",
-        "OTel GenAI convention, metric `gen_ai.client.token.usage` only: `input` or `output`.",
-    ),
-    MAX_INTER_EVENT_GAP: AttributeSpec(
-        "double", "s",
-        "Longest time between two reads that completed events (0 when all events came in one "
-        "read). Absent when no event arrived.",
-    ),
-    DURATION: AttributeSpec(
-        "double", "s",
-        "From request send to the end of the stream: EOF, close, read error or cancellation "
-        "(the response headers for a stream refused there: `rate_limited`, `http_error`, or a "
-        "`protocol_error` found there).",
-    ),
-    HTTP_RESPONSE_STATUS_CODE: AttributeSpec(
-        "int", "",
-        "OTel HTTP convention: the response's status code. Absent when the request failed before "
-        "any response (connection error, connect timeout). On `otelsse.streams` only for "
-        f"`rate_limited` (429) and `http_error` (the first {MAX_STATUS_CODES} distinct codes), "
-        "where the status is the outcome's cause.",
-    ),
-    SERVER_ADDRESS: AttributeSpec(
-        "string", "",
-        "OTel convention: the host of the request URL. Absent only for a URL without a host. "
-        "On metrics it is capped (see the caps below).",
-    ),
-    SERVER_PORT: AttributeSpec(
-        "int", "",
-        "OTel convention: the port of the request URL (443 or 80 from the scheme when the URL "
-        "names none). Span only.",
-    ),
-    ERROR_TYPE: AttributeSpec(
-        "string", "",
-        "OTel convention: the outcome, set only for the outcomes in `ERROR_OUTCOMES` (the span "
-        "status is then ERROR), on the span and on the GenAI duration metric. Absent otherwise.",
-    ),
-    GEN_AI_PROVIDER_NAME: AttributeSpec(
-        "string", "",
-        "OTel GenAI convention: the provider its route declares (the route table below; "
-        "OpenAI-compatible servers on the `openai.*` routes are `openai`). Absent on the generic "
-        "route.",
-    ),
-    GEN_AI_REQUEST_STREAM: AttributeSpec(
-        "boolean", "", "OTel GenAI convention: true when the route has a provider; else absent.",
-    ),
-    GEN_AI_RESPONSE_MODEL: AttributeSpec(
-        "string", "",
-        "OTel GenAI convention: the model name the stream itself reported (chunk `model`, "
-        "Anthropic `message.model`, Gemini `modelVersion`), cut to "
-        f"{MAX_IDENTIFIER_CHARS} characters. Absent when the stream named none. On metrics it "
-        "is capped and cut (see the caps below).",
-    ),
-    GEN_AI_RESPONSE_ID: AttributeSpec(
-        "string", "",
-        "OTel GenAI convention: the response id the stream reported, cut to "
-        f"{MAX_IDENTIFIER_CHARS} characters. Absent when it named none.",
-    ),
-    GEN_AI_RESPONSE_FINISH_REASONS: AttributeSpec(
-        "string[]", "",
-        "OTel GenAI convention: every finish reason as sent (one per choice or candidate), with "
-        "`error` appended when the stream ended before its terminal: at most "
-        f"{MAX_FINISH_REASONS} entries (`error` kept last), each cut to {MAX_CODE_CHARS} "
-        "characters. Absent on the generic route and when the list would be empty.",
-    ),
-    GEN_AI_USAGE_INPUT_TOKENS: AttributeSpec(
-        "int", "{token}",
-        "OTel GenAI convention: input tokens from the stream's last usage report. Absent when "
-        "the stream carried none (OpenAI chat sends usage only when the request asks for "
-        "`stream_options.include_usage`), and beside a GenAI neighbour, whose span has it: "
-        "usage is never on two spans of one call.",
-    ),
-    GEN_AI_USAGE_OUTPUT_TOKENS: AttributeSpec(
-        "int", "{token}",
-        "OTel GenAI convention: output tokens from the stream's last usage report. Absent when "
-        "the stream carried none, including an Anthropic stream cut before `message_delta` "
-        "(`message_start`'s count is a placeholder, never reported), and beside a GenAI "
-        "neighbour.",
-    ),
-    REQUEST_ID: AttributeSpec(
-        "string", "",
-        "The provider's request id, from the `x-request-id` or else the `request-id` response "
-        "header, the only header values ever recorded: at most "
-        f"{MAX_REQUEST_ID_CHARS} characters, non-printable ones dropped. Absent when neither "
-        "header was sent.",
-    ),
-    TOOL_CALL_KIND: AttributeSpec(
-        "string", "",
-        "Metric `otelsse.tool_calls` only: `client` for calls the application runs from the "
-        "streamed arguments, `server` for calls the provider ran itself (one of "
-        "`TOOL_CALL_KINDS`).",
-    ),
-    TOOL_CALL_VALID: AttributeSpec(
-        "boolean", "",
-        "Metric `otelsse.tool_calls` only, client calls only: whether the call closed with "
-        "arguments that are exactly one JSON value (false also for calls never closed). Absent "
-        "on server calls, which have no arguments to validate.",
-    ),
-    INSTRUMENTATION_STAGE: AttributeSpec(
-        "string", "",
-        "Metric `otelsse.instrumentation.errors` only: where inside otelsse a contained failure "
-        "happened (one of `INSTRUMENTATION_STAGES`).",
-    ),
-}  # fmt: skip
 
 #: What each ``otelsse.instrumentation.stage`` covers.
 INSTRUMENTATION_STAGE_DESCRIPTIONS: dict[str, str] = {
