@@ -181,7 +181,9 @@ class _Enforcer:
         *,
         drain: bool,
         asynchronous: bool,
+        clock: Callable[[], float],
     ) -> None:
+        self._clock = clock
         #: The registered tools; None when ``tools=`` was not given (any call is released).
         self.registry = None if tools is None else ToolRegistry(tools)
         self._accept = frozenset(accept_stop_reasons) if accept_stop_reasons is not None else None
@@ -197,7 +199,7 @@ class _Enforcer:
         self.monitor = StreamMonitor(
             make_adapter(route or AUTO),
             limits=limits,
-            started_at=time.monotonic(),
+            started_at=clock(),
             collect_text=True,
             stop_at_end=not drain,
         )
@@ -236,7 +238,7 @@ class _Enforcer:
 
     def feed(self, chunk: bytes) -> list[TextDelta]:
         monitor = self.monitor
-        events = monitor.feed(chunk, time.monotonic())
+        events = monitor.feed(chunk, self._clock())
         if not events:
             return []
         self.last_event_type = events[-1].event
@@ -251,7 +253,7 @@ class _Enforcer:
         return deltas
 
     def finish(self, error: StreamError | None = None) -> StreamResult:
-        report = self.monitor.close(time.monotonic(), error=error)
+        report = self.monitor.close(self._clock(), error=error)
         outcome, stop = report.outcome, report.stop_reason
         accept = self._accept
         if outcome is Outcome.INCOMPLETE:
@@ -359,14 +361,16 @@ class _Reader:
         idle_timeout: float | None = None,
         deadline: float | None = None,
         drain: bool = False,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._enforcer = _Enforcer(
             source, route, tools, limits, accept_stop_reasons,
-            drain=drain, asynchronous=self._asynchronous,
+            drain=drain, asynchronous=self._asynchronous, clock=clock,
         )  # fmt: skip
         self._source: Any = source
+        self._clock = clock
         self._idle_timeout = idle_timeout
-        self._deadline_at = None if deadline is None else time.monotonic() + deadline
+        self._deadline_at = None if deadline is None else clock() + deadline
         # The read loop (a generator of one step per chunk), made on the first step.
         self._generator: Any = None
         # Deltas read but not yet handed to the caller: a loop that breaks loses none of them.
@@ -406,7 +410,7 @@ class _Reader:
         deadline (0 once it has passed); None when neither was given."""
         budget = self._idle_timeout
         if self._deadline_at is not None:
-            left = max(0.0, self._deadline_at - time.monotonic())
+            left = max(0.0, self._deadline_at - self._clock())
             budget = left if budget is None else min(budget, left)
         return budget
 
@@ -481,6 +485,9 @@ class StreamReader(_Reader):
         deadline: seconds the whole read may take, from construction; ``timeout`` after it.
         drain: read on to EOF after the route's last event (the events after it are judged
             too, as observe mode judges them) instead of closing the response there.
+        clock: seconds, monotonic (``time.monotonic`` by default): what ``idle_timeout``,
+            ``deadline`` and the report's timings are measured by. A read is still cancelled
+            after ``idle_timeout`` seconds of real waiting.
 
     Raises:
         StreamFault: at construction for a bad status or media type; from ``result()`` (and
@@ -520,7 +527,7 @@ class StreamReader(_Reader):
             if budget == 0.0:
                 error = "timeout"
                 break
-            began = time.monotonic()
+            began = self._clock()
             try:
                 chunk = next(chunks)
             except StopIteration:
@@ -529,7 +536,7 @@ class StreamReader(_Reader):
                 self._settle_raised(exc)
                 _close_quietly(self._close_source, chunks)
                 return
-            if budget is not None and time.monotonic() - began > budget:
+            if budget is not None and self._clock() - began > budget:
                 error = "timeout"  # the read outlasted its budget: judged as the async one is
                 break
             self._pending.extend(enforcer.feed(chunk))
@@ -589,18 +596,21 @@ class AsyncStreamReader(_Reader):
             if budget == 0.0:
                 error = "timeout"
                 break
-            began = time.monotonic()
+            began = self._clock()
             try:
                 chunk = await _next_within(chunks, budget)
             except StopAsyncIteration:
                 break
             except BaseException as exc:
-                if budget is not None and _is_own_timeout(exc, time.monotonic() - began, budget):
+                if budget is not None and _is_own_timeout(exc, self._clock() - began, budget):
                     error = "timeout"
                     break
                 self._settle_raised(exc)
                 await self._close_source(chunks)
                 return
+            if budget is not None and self._clock() - began > budget:
+                error = "timeout"  # a read that returned late (the source did not wait in time)
+                break
             self._pending.extend(enforcer.feed(chunk))
             yield
             budget = self._read_budget()
@@ -672,11 +682,12 @@ def read_stream(
     idle_timeout: float | None = None,
     deadline: float | None = None,
     drain: bool = False,
+    clock: Callable[[], float] = time.monotonic,
 ) -> StreamResult:
     """Read a whole stream and return it only if it is accepted (see ``StreamReader``)."""
     return StreamReader(
         source, route, tools=tools, limits=limits, accept_stop_reasons=accept_stop_reasons,
-        idle_timeout=idle_timeout, deadline=deadline, drain=drain,
+        idle_timeout=idle_timeout, deadline=deadline, drain=drain, clock=clock,
     ).result()  # fmt: skip
 
 
@@ -690,9 +701,10 @@ async def aread_stream(
     idle_timeout: float | None = None,
     deadline: float | None = None,
     drain: bool = False,
+    clock: Callable[[], float] = time.monotonic,
 ) -> StreamResult:
     """The async twin of ``read_stream``."""
     return await AsyncStreamReader(
         source, route, tools=tools, limits=limits, accept_stop_reasons=accept_stop_reasons,
-        idle_timeout=idle_timeout, deadline=deadline, drain=drain,
+        idle_timeout=idle_timeout, deadline=deadline, drain=drain, clock=clock,
     ).result()  # fmt: skip

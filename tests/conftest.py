@@ -17,6 +17,9 @@ from ._clients import ASYNC_CLIENTS, CLIENTS, SYNC_CLIENTS, Client, Style
 from ._otel import Telemetry
 from ._server import SSEServer
 
+#: The tiers (markers) and the session's parser build and decoding: ``tests/_tiers.py``.
+pytest_plugins = ["tests._tiers"]
+
 # Hypothesis' pytest plugin imports its patch writer (and libcst) when a property fails; libcst
 # warns on import, which filterwarnings=error turns into a pytest INTERNALERROR in place of the
 # falsifying example. Importing it once here, warnings off, keeps every failure readable.

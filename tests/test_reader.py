@@ -748,7 +748,7 @@ def stall_cut(body: bytes, events: int) -> int:
     return event_ends(body)[events - 1]
 
 
-@pytest.mark.slow  # waits out a read timeout per client
+@pytest.mark.e2e  # waits out a read timeout per client
 def test_a_stalled_stream_times_out_after_the_text_it_did_deliver(
     server: SSEServer, client: Client
 ) -> None:
@@ -779,7 +779,7 @@ def test_a_stalled_stream_times_out_after_the_text_it_did_deliver(
     )
 
 
-@pytest.mark.slow  # waits out a read timeout per client
+@pytest.mark.e2e  # waits out a read timeout per client
 def test_a_timeout_is_chained_to_the_clients_read_timeout(
     server: SSEServer, client: Client
 ) -> None:
@@ -1083,7 +1083,7 @@ def test_async_connection_drop_is_truncated(
     assert fault.report.error == "transport"
 
 
-@pytest.mark.slow  # waits out a read timeout per client
+@pytest.mark.e2e  # waits out a read timeout per client
 def test_async_stall_times_out(server: SSEServer, async_client: Client) -> None:
     name = "openai-responses-reasoning-function-call-text.sse"
     body = fixture(name)

@@ -32,7 +32,6 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 import pytest
 import trio
 
@@ -87,8 +86,8 @@ PATIENCE = 25.0
 LONG_READ_TIMEOUT = 60.0
 #: The reader's idle timeout where a peer goes silent on purpose.
 IDLE = 0.3
-#: How long a sync generator's "silent" read blocks before it returns: always longer than
-#: ``IDLE`` (an Event wait never returns early), so the late read is judged a timeout.
+#: How long a generator peer's "silent" read takes before it returns (on its ``Clock``): longer
+#: than ``IDLE``, so the late read is judged a timeout.
 LATE = 0.5
 
 KEEP_ALIVE = b": keep-alive\n\n"
@@ -319,50 +318,55 @@ class Peer:
         return not data or self._stop.is_set()
 
 
-def script_iter(script: Script, witness: Witness) -> Iterator[bytes]:
-    """``script`` as a generator: a silent read blocks ``LATE`` seconds and returns nothing."""
+class Clock:
+    """The reader's clock for a generator peer: time passes only when the peer says so, so a
+    stall or a trickle takes no real time at all."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def wait(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def script_iter(script: Script, witness: Witness, clock: Clock) -> Iterator[bytes]:
+    """``script`` as a generator on ``clock``: a silent read takes ``LATE`` seconds and returns
+    nothing."""
     try:
         for index, piece in enumerate(script.pieces):
-            if index and script.gap:
-                time.sleep(script.gap)
+            if index:
+                clock.wait(script.gap)
             yield piece
         if script.ends:
             return
-        deadline = time.monotonic() + PATIENCE
-        while time.monotonic() < deadline:
+        deadline = clock() + PATIENCE
+        while clock() < deadline:
             witness.after_pieces += 1
             if script.then is None:
-                threading.Event().wait(LATE)
+                clock.wait(LATE)
                 yield b""
             else:
-                if script.gap:
-                    time.sleep(script.gap)
+                clock.wait(script.gap)
                 yield script.then
         witness.gave_up.set()
     finally:
         witness.closed.set()
 
 
-async def script_aiter(script: Script, witness: Witness) -> AsyncIterator[bytes]:
-    """``script`` as an async generator: a silent read waits until it is cancelled."""
+async def script_aiter(script: Script, witness: Witness, clock: Clock) -> AsyncIterator[bytes]:
+    """The async twin of ``script_iter``: a silent read takes ``LATE`` seconds and returns
+    nothing (a source that waits for real is cancelled by the reader's own budget: the HTTP
+    peers' tests show it)."""
+    pieces = script_iter(script, witness, clock)
     try:
-        for index, piece in enumerate(script.pieces):
-            if index and script.gap:
-                await anyio.sleep(script.gap)
+        for piece in pieces:
+            await asyncio.sleep(0)  # a read gives the event loop its turn, as a socket's does
             yield piece
-        if script.ends:
-            return
-        deadline = time.monotonic() + PATIENCE
-        while time.monotonic() < deadline:
-            witness.after_pieces += 1
-            if script.then is None:
-                await anyio.sleep(PATIENCE)
-            else:
-                await anyio.sleep(script.gap)
-                yield script.then
-        witness.gave_up.set()
     finally:
-        witness.closed.set()
+        pieces.close()
 
 
 @dataclass
@@ -459,13 +463,15 @@ def run(source: str, script: Script, route: str, **options: Any) -> Ran:
                 **options,
             )
     witness = Witness()
+    clock = Clock()
     if source == "iterable":
-        reader = StreamReader(script_iter(script, witness), route, **options)
+        reader = StreamReader(script_iter(script, witness, clock), route, clock=clock, **options)
         ran = outcome_of(reader.result, witness)
     else:
 
         async def main() -> Ran:
-            reader = AsyncStreamReader(script_aiter(script, witness), route, **options)
+            chunks = script_aiter(script, witness, clock)
+            reader = AsyncStreamReader(chunks, route, clock=clock, **options)
             try:
                 return Ran(await reader.result(), None, witness)
             except StreamFault as fault:
@@ -760,6 +766,34 @@ def test_a_silent_peer_times_out_at_the_idle_timeout(
     assert ran.report.event_count == count_events(body[:cut])
 
 
+def test_an_async_source_that_waits_for_real_is_cancelled_at_the_idle_timeout() -> None:
+    """The generator peers above take no real time; an async source that really waits (for
+    ever) is cancelled by the reader's own budget, on the real clock, soon after it."""
+    body = body_of(TERMINATED[ANTHROPIC])
+    witness = Witness()
+
+    async def silent() -> AsyncIterator[bytes]:
+        try:
+            yield first_event(body)
+            await asyncio.Event().wait()
+            yield b""  # pragma: no cover - never reached
+        finally:
+            witness.closed.set()
+
+    async def main() -> tuple[str | None, float]:
+        began = time.monotonic()
+        try:
+            await aread_stream(silent(), ANTHROPIC, idle_timeout=IDLE)
+        except StreamFault as fault:
+            return fault.code, time.monotonic() - began
+        return None, time.monotonic() - began
+
+    code, took = asyncio.run(asyncio.wait_for(main(), OUTER))
+    assert code == "timeout"
+    assert IDLE <= took < IDLE + 2.0, took  # cancelled at its budget, not at the outer bound
+    assert witness.closed.is_set()
+
+
 @pytest.mark.parametrize("source", SOURCES)
 def test_a_trickling_peer_is_cut_at_the_deadline(source: str) -> None:
     """Keep-alive comments every 50 ms for ever: no read is ever idle long, so only the
@@ -864,6 +898,7 @@ def test_idle_timeout_deadline_and_early_ends_under_trio(source: str, case: str)
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.matrix  # every chunking
 @pytest.mark.parametrize("route", ROUTES)
 def test_max_events_is_exact_whatever_the_chunking(route: str) -> None:
     """A body of N events (then one more after the terminal, which is not read): N accepted,
@@ -1135,6 +1170,7 @@ TRAILERS: dict[str, Callable[[str, bytes], bytes]] = {
 }
 
 
+@pytest.mark.matrix  # every split
 @pytest.mark.parametrize("trailer", list(TRAILERS))
 @pytest.mark.parametrize("route", ROUTES)
 def test_bytes_after_the_terminal_never_change_the_verdict_at_any_split(

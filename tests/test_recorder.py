@@ -44,6 +44,7 @@ from otelsse.routes import (
 )
 from tests._fixtures import EDGE_FIXTURES, EXPECTED, read_fixture
 from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES, one_byte_at_a_time, random_split
+from tests._tiers import examples
 from tests.gate._streams import Call, build, call
 
 _T0 = 1000.0  # perf_counter at the request, for the live monitor and the tape alike
@@ -151,6 +152,7 @@ def _route(name: str) -> str:
     return EXPECTED[name].route if name in EXPECTED else "auto"
 
 
+@pytest.mark.matrix  # every fixture and chunking
 @pytest.mark.parametrize("chunking", CHUNKINGS)
 @pytest.mark.parametrize("name", _ALL_FIXTURES)
 def test_every_fixture_replays_to_its_live_report(tmp_path: Path, name: str, chunking: str) -> None:
@@ -322,7 +324,9 @@ def _damaged(draw: st.DrawFn) -> tuple[bytes, str]:
 
 
 @settings(
-    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(120),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     damaged=_damaged(),
@@ -372,7 +376,9 @@ def _calls(draw: st.DrawFn) -> list[Call]:
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(150),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     route=st.sampled_from([CHAT, RESPONSES, ANTHROPIC]),

@@ -33,6 +33,7 @@ from tests._helpers import (
     run_monitor,
     windowed_positions,
 )
+from tests._tiers import examples
 
 
 def _mismatched_splits(body: bytes, positions: list[int], expected: tuple) -> list[int]:
@@ -74,6 +75,7 @@ def test_one_byte_at_a_time_matches_whole_body(fixture: tuple[str, bytes, tuple]
     assert got_report.chunk_count == len(body)
 
 
+@pytest.mark.matrix  # every split of every small fixture
 def test_two_part_splits_match_whole_body(fixture: tuple[str, bytes, tuple]) -> None:
     _, body, expected = fixture
     if len(body) <= FULL_SWEEP_LIMIT:
@@ -140,7 +142,7 @@ def test_seeded_random_splits_match_whole_body(fixture: tuple[str, bytes, tuple]
         assert comparable(got_report) == report, max_size
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_any_chunking_of_any_fixture_gives_the_same_result(data: st.DataObject) -> None:
     name = data.draw(st.sampled_from(fixture_names()))

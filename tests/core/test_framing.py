@@ -7,13 +7,12 @@ paraphrases the rule it checks.
 Most tests go through ``events_of()``, which parses the stream whole, in every two-part split and
 one byte at a time, and asserts that every chunking gives the same events and the same parser
 state: the framing of the network reads must never show through. The ceiling property test
-draws random streams, ceilings and chunkings with Hypothesis; ``OTELSSE_FUZZ_EXAMPLES`` sets its
-number of examples (default 300) for a longer run.
+draws random streams, ceilings and chunkings with Hypothesis (300 examples, scaled by the tier:
+``tests/_tiers.py``).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 
 import pytest
@@ -23,10 +22,11 @@ from hypothesis import strategies as st
 from otelsse import ParserClosedError, SSEEvent, SSEParser
 from otelsse._core.framing import DEFAULT_MAX_LINE_BYTES, field_span, line_spans
 from tests._helpers import parser_state
+from tests._tiers import examples
 
 BOM = b"\xef\xbb\xbf"
-#: Examples per property test; a long fuzzing run raises it, e.g. OTELSSE_FUZZ_EXAMPLES=200000.
-FUZZ_EXAMPLES = int(os.environ.get("OTELSSE_FUZZ_EXAMPLES", "300"))
+#: Examples per property test.
+FUZZ_EXAMPLES = examples(300)
 
 
 # --------------------------------------------------------------------------------------------

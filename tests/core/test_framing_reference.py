@@ -9,25 +9,25 @@ line ends, BOMs, invalid UTF-8 and arbitrary Unicode) under random chunkings, wi
 ceilings, which these streams never reach, and compares every dispatched event (type, data, last
 event ID, retry), and then the last event ID and reconnection time left at the end of the stream.
 
-Each test runs 200 examples by default. For a long fuzzing run, set ``OTELSSE_FUZZ_EXAMPLES``:
+Each test runs 200 examples, scaled by the tier (``tests/_tiers.py``). For a long fuzzing run:
 
-    OTELSSE_FUZZ_EXAMPLES=200000 python -m pytest tests/core/test_framing_reference.py
+    OTELSSE_FUZZ_SCALE=1000 python -m pytest tests/core/test_framing_reference.py
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Iterable
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from otelsse import SSEEvent, SSEParser
+from tests._tiers import examples
 from tests._whatwg import BOM, reference
 
 FUZZ = settings(
-    max_examples=int(os.environ.get("OTELSSE_FUZZ_EXAMPLES", "200")),
+    max_examples=examples(200),
     # The machine is shared and noisy: no example may fail for being slow.
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

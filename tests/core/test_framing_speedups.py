@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from otelsse._core import framing
 from otelsse._core.framing import SSEParser
 from tests._fixtures import fixture_names, read_fixture
+from tests._tiers import examples
 
 COMPILED = framing.simple_event
 
@@ -74,7 +75,7 @@ _simple = st.builds(
 _read = st.one_of(_simple, _near, st.binary(max_size=40))
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(st.lists(_read, min_size=1, max_size=8))
 def test_any_reads_give_what_the_pure_parser_gives(reads: list[bytes]) -> None:
     _same(reads)

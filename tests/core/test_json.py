@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from otelsse._core import json as otelsse_json
 from tests._fixtures import EXPECTED, FIXTURES
+from tests._tiers import examples
 
 _PROGRAM = """
 import json, sys
@@ -125,7 +126,7 @@ _VALUES = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_VALUES, st.data())
 def test_generated_and_mutated_texts_read_the_same(value: object, data: st.DataObject) -> None:
     text = json.dumps(value, ensure_ascii=data.draw(st.booleans()))

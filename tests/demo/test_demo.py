@@ -68,6 +68,8 @@ from otelsse._demo.run import (
 from tests._demo_clients import client_raises
 from tests._server import MAX_WAIT
 
+pytestmark = pytest.mark.e2e  # the demo, run
+
 DECK_SIZE = sum(SCENARIO_DECK.values())
 STREAMS = 24
 
@@ -401,7 +403,6 @@ def test_the_summary_ends_in_plain_words(summary: Summary, last: str, pace: str)
     assert _line(out.getvalue(), "pace").endswith(f"; {pace}")
 
 
-@pytest.mark.slow
 def test_run_demo_for_a_duration_summarizes_the_jobs_it_ran() -> None:
     seed = 3
     progress = io.StringIO()
@@ -420,7 +421,6 @@ def _otelsse(*argv: str) -> list[str]:
     return [sys.executable, "-m", "otelsse", *argv]
 
 
-@pytest.mark.slow
 def test_cli_demo_writes_the_summary_it_prints(tmp_path: Path) -> None:
     path = tmp_path / "summary.json"
     result = subprocess.run(

@@ -140,6 +140,7 @@ def _assert_observed(otel: Telemetry, jobs: list[Job]) -> None:
     assert +tool_calls == expected_calls
 
 
+@pytest.mark.matrix  # every scenario and client
 @pytest.mark.parametrize(
     ("route", "scenario", "client"),
     [
@@ -186,7 +187,7 @@ def test_truncated_through_every_client_in_both_framings(
     _assert_observed(otel, [job])
 
 
-@pytest.mark.slow
+@pytest.mark.e2e  # waits out the clients' read timeout
 def test_timeout_through_every_client(otel: Telemetry, provider: FakeProvider) -> None:
     # All at once: each costs the 2 s read timeout, so in turn they would cost 26 s.
     jobs = [

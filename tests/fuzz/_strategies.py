@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -13,6 +12,7 @@ from hypothesis import strategies as st
 
 from otelsse import Limits
 from otelsse.routes import route_names
+from tests._tiers import examples
 
 from ._inputs import (
     BIG_INT,
@@ -28,8 +28,8 @@ from ._inputs import (
 
 T = TypeVar("T")
 
-#: Examples per property; ``OTELSSE_FUZZ_EXAMPLES=100000`` for a long run.
-EXAMPLES = int(os.environ.get("OTELSSE_FUZZ_EXAMPLES", "200"))
+#: Examples per property (``tests/_tiers.py``: ``OTELSSE_FUZZ_SCALE`` scales them).
+EXAMPLES = examples(200)
 
 FUZZ = settings(
     max_examples=EXAMPLES,

@@ -29,7 +29,7 @@ For bodies left unmutated the test also predicts each call's final state and err
 the plan alone (an oracle independent of otelsse: strict JSON, jsonschema, the policy's answer),
 its byte count and the disconnect reason. Calls sharing a provider id: at most one of them ever
 reaches the policy. The property runs on a ``MemoryLedger`` and, with fewer examples, on an
-``SQLiteLedger`` file; ``OTELSSE_FUZZ_EXAMPLES`` scales both for long runs.
+``SQLiteLedger`` file; ``OTELSSE_FUZZ_SCALE`` scales both for long runs (``tests/_tiers.py``).
 
 The crash tests run a gate in a real subprocess (``_crash_worker.py``) on an SQLite ledger,
 reading from a real HTTP server, and SIGKILL it: between the ledger's decision and the
@@ -1728,6 +1728,7 @@ def _expected_calls(route: str) -> tuple[bytes, list[str], list[str]]:
     return body, keys, sorted({str(call.name) for call in calls})
 
 
+@pytest.mark.e2e  # a gate process killed
 @pytest.mark.parametrize(
     ("route", "run_at"),
     [(route, "response") for route in ROUTES] + [(route, "item") for route in sorted(ITEM_ROUTES)],
@@ -1766,6 +1767,7 @@ def test_a_gate_killed_between_decision_and_result_leaves_the_call_to_reconcilia
     assert files.rows() == {keys[0]: "decided", **{key: "succeeded" for key in keys[1:]}}
 
 
+@pytest.mark.e2e  # a gate process killed
 @pytest.mark.parametrize("route", ROUTES)
 def test_a_gate_killed_while_reading_decided_nothing_and_its_restart_runs_each_call_once(
     tmp_path: Path, route: str

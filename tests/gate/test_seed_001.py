@@ -240,6 +240,7 @@ def test_the_builders_good_stream_is_read_as_the_provider_means_it(route: str) -
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.matrix  # every split of the stream
 @pytest.mark.parametrize("route", TOOL_ROUTES)
 def test_records_are_identical_whatever_the_split_and_each_call_runs_once(route: str) -> None:
     stream = good_stream(route)

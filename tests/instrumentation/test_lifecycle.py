@@ -76,6 +76,7 @@ from tests._clients import (
 from tests._fixtures import read_fixture
 from tests._otel import Telemetry
 from tests._server import Reply, SSEServer
+from tests._tiers import examples
 
 #: The parts of otelsse a containment test breaks on purpose (otelsse internals: repoint here),
 #: and the ``otelsse.instrumentation.stage`` each failure is counted under.
@@ -535,7 +536,7 @@ def test_a_transport_error_is_truncated_and_reaches_the_app_unchanged(
     assert sdk_trace_warnings(caplog) == []
 
 
-@pytest.mark.slow  # waits out a read timeout per client
+@pytest.mark.e2e  # waits out a read timeout per client
 def test_a_read_timeout_on_a_stall_is_a_timeout(
     otel: Telemetry, server: SSEServer, caplog: pytest.LogCaptureFixture, client: Client
 ) -> None:
@@ -876,7 +877,7 @@ def test_the_applications_span_stays_current_while_it_reads_the_body(
 
 @pytest.mark.slow  # 25 examples, each a reference and an observed run, per client
 @settings(
-    max_examples=25,
+    max_examples=examples(25),
     derandomize=True,
     database=None,
     deadline=None,

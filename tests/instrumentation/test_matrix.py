@@ -267,6 +267,7 @@ def realistic_reply(name: str, body: bytes) -> Reply:
     )
 
 
+@pytest.mark.matrix  # every fixture and client
 @pytest.mark.parametrize("name", fixture_names())
 def test_every_fixture_through_every_client(
     otel: Telemetry, server: SSEServer, client: Client, name: str
@@ -439,7 +440,7 @@ MISBEHAVIOURS: dict[str, Callable[[], Case]] = {
 @pytest.mark.parametrize(
     "misbehaviour",
     # A stall waits out the read timeout twice (reference and observed run) per client.
-    [pytest.param(m, marks=pytest.mark.slow) if m == "stall" else m for m in MISBEHAVIOURS],
+    [pytest.param(m, marks=pytest.mark.e2e) if m == "stall" else m for m in MISBEHAVIOURS],
 )
 def test_a_misbehaving_server(
     otel: Telemetry, server: SSEServer, client: Client, misbehaviour: str

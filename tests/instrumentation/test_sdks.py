@@ -335,7 +335,7 @@ TERMINAL_CASES = [case for case in SDK_CASES if case.terminal is not None]
 def params(cases: list[Case]) -> list[Any]:
     """``cases`` as parameters; LiteLLM's are slow (its import alone takes seconds)."""
     return [
-        pytest.param(case, id=case.id, marks=pytest.mark.slow if "litellm" in case.id else ())
+        pytest.param(case, id=case.id, marks=pytest.mark.e2e if "litellm" in case.id else ())
         for case in cases
     ]
 

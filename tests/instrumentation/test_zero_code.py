@@ -42,6 +42,8 @@ from tests._otel import Telemetry
 from tests._server import Reply, SSEServer
 from tests.apps.stream_app import stream
 
+pytestmark = pytest.mark.e2e  # subprocesses under opentelemetry-instrument
+
 #: The repository root: the app runs as ``python -m tests.apps.stream_app`` from there.
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -150,7 +152,6 @@ def assert_unaffected(result: dict[str, Any], server: SSEServer, paths: list[str
     }
 
 
-@pytest.mark.slow  # a subprocess under opentelemetry-instrument
 def test_opentelemetry_instrument_picks_up_otelsse(server: SSEServer) -> None:
     documents, result = run_instrumented([server.url(CHAT_PATH)])
     assert_unaffected(result, server, [CHAT_PATH])
@@ -175,7 +176,6 @@ def test_opentelemetry_instrument_picks_up_otelsse(server: SSEServer) -> None:
     }
 
 
-@pytest.mark.slow  # a subprocess under opentelemetry-instrument
 @pytest.mark.parametrize(
     "env",
     [
@@ -194,7 +194,6 @@ def test_opentelemetry_instrument_without_otelsse_spans(
     assert len(http_client_spans(documents)) == len(CLIENTS)
 
 
-@pytest.mark.slow  # a subprocess under opentelemetry-instrument
 def test_an_excluded_url_leaves_other_urls_observed(server: SSEServer) -> None:
     paths = [EXCLUDED_PATH, CHAT_PATH]
     documents, result = run_instrumented(

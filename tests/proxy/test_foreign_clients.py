@@ -70,6 +70,8 @@ from otelsse._demo.provider import (
 
 from .conftest import CLIENT_TIMEOUT, MAX_WAIT, RunningProxy
 
+pytestmark = pytest.mark.e2e  # other languages' clients (Node) through the proxy
+
 NODE_DIR = Path(__file__).parent / "node"
 #: The job number of every request but truncated ones (those are probed for, per framing).
 JOB = 23

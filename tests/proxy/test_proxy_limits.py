@@ -41,6 +41,8 @@ from .conftest import (
 )
 from .test_proxy_process import free_port, proxy_command, proxy_process
 
+pytestmark = pytest.mark.e2e  # the proxy's connection bounds and timeouts, waited out
+
 CHAT = "/v1/chat/completions"
 BODY = json.dumps({"messages": [], "model": "gpt-4o-mini", "stream": True}).encode()
 

@@ -22,6 +22,8 @@ from tests.sre._otlp import Received, http_receiver
 
 from .conftest import MAX_WAIT, wait_for
 
+pytestmark = pytest.mark.e2e  # subprocesses: the proxy as its command line runs it
+
 CHAT = "/v1/chat/completions"
 BODY = {"messages": [{"role": "user", "content": "hi"}], "model": "gpt-4o-mini", "stream": True}
 

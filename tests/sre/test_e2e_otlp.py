@@ -24,7 +24,7 @@ from ._e2e import demo_process, wait_for_summary
 from ._otlp import RECEIVERS, Received
 
 #: End-to-end runs of the demo against real servers: out of the fast loop.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 STREAMS = 16
 

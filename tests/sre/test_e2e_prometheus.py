@@ -51,7 +51,7 @@ GATE_CALLS = "otelsse_gate_calls_total"
 GATE_RATIOS = ("otelsse:gate_call_state:ratio_rate5m", "otelsse:gate_call_state:ratio_rate1d")
 
 #: End-to-end runs of the demo against real servers: out of the fast loop.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 RULE_FILES = sorted((ROOT / "dashboards" / "prometheus").glob("*.rules.yaml"))

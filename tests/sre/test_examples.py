@@ -55,6 +55,8 @@ from tests._compose import copied, dockerfile, dockerignore_allows, load_yaml, m
 from tests.sre._otlp import grpc_receiver
 from tests.sre._tools import load_script, promtool
 
+pytestmark = pytest.mark.e2e  # the examples, run as a user runs them
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 COMPOSE = EXAMPLES / "compose"
@@ -220,7 +222,6 @@ def printed_spans(stdout: str) -> list[dict[str, Any]]:
     return spans
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("run", RUNS, ids=str)
 def test_example_runs_and_reports_the_outcome(
     runs: dict[Run, Future[subprocess.CompletedProcess[str]]], run: Run
@@ -302,7 +303,6 @@ def states(section: GateSection) -> list[tuple[str | None, str, str | None]]:
 AGENT_GATE_RUNS = [run for run in RUNS if run.example == "agent_gate.py"]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("run", AGENT_GATE_RUNS, ids=str)
 def test_the_agent_loop_runs_tools_only_through_the_gate(
     runs: dict[Run, Future[subprocess.CompletedProcess[str]]], run: Run
@@ -405,7 +405,6 @@ def test_the_agent_loop_runs_tools_only_through_the_gate(
         assert gate["status"]["status_code"] == "ERROR"
 
 
-@pytest.mark.slow
 def test_with_an_otlp_endpoint_the_examples_export_there_instead() -> None:
     run = next(r for r in RUNS if r.example == "enforcing_reader.py" and r.scenario is None)
     with FakeProvider(speed=4.0) as provider, grpc_receiver() as (endpoint, received):

@@ -42,6 +42,8 @@ from ._promql import label_names, metric_names
 from ._tools import load_script, promtool
 from .test_gate_metrics import GATE_EXPORTED, GEN
 
+pytestmark = pytest.mark.e2e  # promtool on the rule files
+
 #: Every series otelsse exports: the streams', the GenAI client metrics and the tool gate's.
 EXPORTED: dict[str, frozenset[str]] = {
     **_promql.EXPORTED, **_promql.GENAI_EXPORTED, **GATE_EXPORTED,
