@@ -75,6 +75,12 @@ FATAL = {
 #: Every source the reader takes: the five HTTP clients, and plain (async) iterables of bytes.
 HTTP_SOURCES = {str(client): client for client in CLIENTS}
 SOURCES = [*HTTP_SOURCES, "iterable", "async-iterable"]
+#: The same, for a test that waits on a peer's stall or trickle: in real time over HTTP (the
+#: client's own read timeout at work, end to end), in no time from a generator on its clock.
+TIMED_SOURCES = [
+    pytest.param(source, marks=pytest.mark.e2e) if source in HTTP_SOURCES else source
+    for source in SOURCES
+]
 ASYNC_HTTP = [str(client) for client in CLIENTS if client.is_async]
 
 #: Outer bound on any wait: a reader that hangs fails the test instead of blocking the run.
@@ -638,7 +644,7 @@ def test_drain_reads_on_to_eof_and_counts_the_events_after_the_terminal(
 
 
 @pytest.mark.parametrize("route", [CHAT, GEMINI])
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", TIMED_SOURCES)
 def test_drain_waits_on_a_stall_after_the_terminal_until_the_idle_timeout(
     server: SSEServer, source: str, route: str
 ) -> None:
@@ -740,7 +746,7 @@ def stall_mid_stream(body: bytes) -> int:
 
 
 @pytest.mark.parametrize("route", [ANTHROPIC, GEMINI])
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", TIMED_SOURCES)
 def test_a_silent_peer_times_out_at_the_idle_timeout(
     server: SSEServer, source: str, route: str
 ) -> None:
@@ -794,7 +800,7 @@ def test_an_async_source_that_waits_for_real_is_cancelled_at_the_idle_timeout() 
     assert witness.closed.is_set()
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", TIMED_SOURCES)
 def test_a_trickling_peer_is_cut_at_the_deadline(source: str) -> None:
     """Keep-alive comments every 50 ms for ever: no read is ever idle long, so only the
     deadline ends it."""
@@ -810,7 +816,7 @@ def test_a_trickling_peer_is_cut_at_the_deadline(source: str) -> None:
 
 
 @pytest.mark.parametrize("route", ROUTES)
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", TIMED_SOURCES)
 def test_an_idle_timeout_longer_than_the_gaps_accepts_a_healthy_stream(
     source: str, route: str
 ) -> None:
@@ -833,6 +839,7 @@ def without_frames(fault: StreamFault) -> StreamFault:
     return fault
 
 
+@pytest.mark.e2e  # real stalls and trickles, over HTTP, under trio
 @pytest.mark.parametrize("case", ["silent", "trickle", "healthy", "ceiling"])
 @pytest.mark.parametrize("source", ASYNC_HTTP)
 def test_idle_timeout_deadline_and_early_ends_under_trio(source: str, case: str) -> None:

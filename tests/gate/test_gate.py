@@ -1493,7 +1493,7 @@ def test_a_requests_response(server: SSEServer, route: str, ending: str) -> None
 
 @pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("ending", ENDINGS)
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("backend", ["asyncio", pytest.param("trio", marks=pytest.mark.matrix)])
 def test_an_httpx_async_response(server: SSEServer, route: str, ending: str, backend: str) -> None:
     url = served(server, route, ending)
     executor = Recorder()

@@ -528,6 +528,7 @@ def test_argument_bytes_after_a_call_closed_are_never_appended_to_it(route: str)
         assert_quarantined(extra, fault)
 
 
+@pytest.mark.matrix  # every split of every fault
 @pytest.mark.parametrize("route", TOOL_ROUTES)
 @pytest.mark.parametrize(
     "fault",

@@ -294,6 +294,7 @@ class _FloodingUpstream(_RawUpstream):
                 return before
 
 
+@pytest.mark.e2e  # waits out the client's slowness
 def test_a_slow_client_slows_the_upstream_read() -> None:
     upstream = _FloodingUpstream()
     with (
@@ -451,6 +452,7 @@ def test_an_unreachable_upstream_is_a_502() -> None:
         assert proxy.otel.nonzero_outcomes() == {"truncated": 1}
 
 
+@pytest.mark.e2e  # waits out the proxy's timeout
 def test_an_upstream_silent_before_its_headers_is_a_504() -> None:
     with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
         config = config_for(f"http://127.0.0.1:{silent.getsockname()[1]}", idle_timeout=0.5)
@@ -460,6 +462,7 @@ def test_an_upstream_silent_before_its_headers_is_a_504() -> None:
             assert _error(answer) == "upstream_timeout"
 
 
+@pytest.mark.e2e  # waits out the proxy's timeout
 def test_an_upstream_silent_mid_stream_times_out_and_aborts_the_client(
     provider: FakeProvider,
 ) -> None:

@@ -482,6 +482,7 @@ class _Records(logging.Handler):
 DRAINED = ["before its body arrives", *PHASES]
 
 
+@pytest.mark.e2e  # waits out the drain
 @pytest.mark.parametrize("phase", DRAINED)
 def test_past_the_drain_every_request_alive_gets_the_proxys_answer_and_a_shutdown_span(
     upstream: _ScriptedUpstream, phase: str
