@@ -70,7 +70,7 @@ INSTRUMENTATION_ONLY = (
 #: the status caused (``otelsse._telemetry``; tests/sre/test_docs.py checks it against a real
 #: ``Telemetry``).
 STATUS_OUTCOMES = (Outcome.RATE_LIMITED, Outcome.HTTP_ERROR)
-#: The conventions' sources, cited as the project's peer-instrumentations.md §3 cites them.
+#: The conventions' sources: the repositories and files that define the names.
 GENAI_SOURCES = (
     "open-telemetry/semantic-conventions v1.37-v1.41 `docs/gen-ai/gen-ai-metrics.md` (the "
     "default names, their attributes and bucket advice)",

@@ -5,7 +5,7 @@
 
 The openai SDK streams a chat completion; ``with_streaming_response`` hands over the raw HTTP
 response, which ``otelsse.ToolGate`` reads instead of the SDK's parser. The gate walks every tool
-call through the states of seed 001 (``RECEIVING -> ITEM_OPEN -> ITEM_TERMINAL -> PARSED ->
+call through the gate's states (``RECEIVING -> ITEM_OPEN -> ITEM_TERMINAL -> PARSED ->
 SCHEMA_VALID -> POLICY_APPROVED -> EXECUTED``, or ``QUARANTINED``, ``POLICY_DENIED``...) and calls
 a tool only once the response's terminal event arrived, the arguments are exactly one JSON object
 that passes the tool's JSON Schema, the policy approved the call and the SQLite ledger holds that

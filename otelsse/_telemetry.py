@@ -41,7 +41,7 @@ OTHER = semconv.OVERFLOW_VALUE
 def span_attributes(
     report: StreamReport, owned: frozenset[str] = frozenset()
 ) -> dict[str, AttributeValue]:
-    """The sanitized span attributes of a report (DESIGN §4): counts, sizes, timings, ids, the
+    """The sanitized span attributes of a report: counts, sizes, timings, ids, the
     stop reason and the outcome; never content. ``owned``: what a GenAI neighbour records for
     the same call (``semconv.NEIGHBOURS``), left to it."""
     s = semconv

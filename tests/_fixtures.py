@@ -20,7 +20,7 @@ class Expected(NamedTuple):
     stop_reason: str | None
 
 
-# What each recorded or synthetic fixture must classify as, from reference/provider-contracts.md §7
+# What each recorded or synthetic fixture must classify as, by the outcome rules of docs/outcomes.md
 # and the synthetic fixtures' README, under its route's default rule: a host profile's verdict on a
 # recording is tested in tests/routes/test_profiles.py.
 EXPECTED: dict[str, Expected] = {

@@ -85,7 +85,7 @@ def _strict_decode_any_stack(text: str) -> Any:
 
 def has_trailing_data(text: str) -> bool:
     """Whether a text ``loads`` refused starts with one complete JSON value and holds more after
-    it (seed 001's trailing data), rather than not being one value at all. Only called on a
+    it (trailing data), rather than not being one value at all. Only called on a
     refused text, so it never runs on the hot path."""
     start = len(text) - len(text.lstrip(" \t\n\r"))
     try:

@@ -53,7 +53,7 @@ CUSTOM = "custom"
 SERVER = "server"
 
 #: Why a call's arguments are not one JSON value: not JSON at all, or one value and more after
-#: it (seed 001: trailing data, including argument bytes sent after the call closed).
+#: it (trailing data, including argument bytes sent after the call closed).
 INVALID_JSON = "invalid_json"
 TRAILING_DATA = "trailing_data"
 

@@ -4,7 +4,7 @@ A call is keyed by ``CallKey`` (run id, response id, provider call id). ``claim(
 decision to execute atomically and answers whether the call was ever claimed before, so a
 replayed stream or a second gate on the same store never runs a call twice. A call claimed but
 never given a result (the process died while it ran) is never run again automatically: the
-absence of a success record does not prove the absence of a side effect (seed 001). The ledger
+absence of a success record does not prove the absence of a side effect. The ledger
 holds ids, tool names, each call's fingerprint (a digest of its tool name and arguments, so that
 the gate can tell a replay from another call under the same key), statuses and short error
 classes, never arguments or results.

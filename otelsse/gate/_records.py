@@ -84,7 +84,7 @@ Executor = Callable[[Any], Any]
 
 
 class GateCall:
-    """One call's record (seed 001): ids, tool name, sizes, statuses and a short error class.
+    """One call's record: ids, tool name, sizes, statuses and a short error class.
 
     Never the arguments. ``output`` holds what the executor returned, in memory only (for the
     caller's follow-up request); it is in no record, span, metric or ledger row.

@@ -1,7 +1,9 @@
 """Anthropic Messages (``POST /v1/messages``; also Vertex ``:streamRawPredict`` and Bedrock Mantle).
 
-Terminal rule (reference/provider-contracts.md §4.3): ``message_stop`` after a ``message_delta``
-that carried a ``stop_reason``; ``event: error`` is a provider error. Content blocks are keyed by
+Terminal rule: ``message_stop`` after a ``message_delta`` that carried a ``stop_reason``;
+``event: error`` is a provider error (Anthropic, "Streaming Messages", event flow and error
+events: https://docs.anthropic.com/en/docs/build-with-claude/streaming; stop reasons:
+https://docs.anthropic.com/en/api/handling-stop-reasons). Content blocks are keyed by
 ``index``; a tool block's input is the concatenated ``partial_json``, and an empty buffer means
 the ``input`` from ``content_block_start`` (``{}``), not invalid JSON. Every block must be
 closed before a ``message_delta`` with a success stop; with fine-grained tool streaming,

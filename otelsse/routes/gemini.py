@@ -1,8 +1,10 @@
 """Google Gemini ``:streamGenerateContent?alt=sse`` (Gemini API and Vertex AI).
 
-Terminal rule (reference/provider-contracts.md §5.3): there is no end marker; the stream is
-finished when every candidate seen has carried a ``finishReason``, or when a chunk with no
-candidates blocks the prompt (``promptFeedback.blockReason``). ``STOP`` is the only success,
+Terminal rule: there is no end marker; the stream is finished when every candidate seen has
+carried a ``finishReason``, or when a chunk with no candidates blocks the prompt
+(``promptFeedback.blockReason``). Sources: the Gemini API reference for ``GenerateContentResponse``
+and ``FinishReason`` (https://ai.google.dev/api/generate-content), and googleapis/python-genai
+``google/genai/types.py`` (``FinishReason``, ``BlockedReason``). ``STOP`` is the only success,
 also after a function call. A ``{"error": ...}`` payload is a provider error. Function calls
 arrive whole, with ``args`` already an object.
 """

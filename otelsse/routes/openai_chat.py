@@ -1,16 +1,18 @@
 """OpenAI Chat Completions, and every OpenAI-compatible server that speaks the same contract.
 
-Terminal rule (reference/provider-contracts.md §2.3): every choice has had a non-null
-``finish_reason``, then ``data: [DONE]``. A body that ends cleanly after every choice finished
-but without ``[DONE]`` is ``terminal_missing``: not ``complete`` (a cut just before ``[DONE]``
-is the same bytes), not ``truncated`` (the answer is whole); a host profile for a server known
-to end so (``no_done``) makes it ``complete``. An ``error`` object anywhere, or
-``event: error``, is a provider error even when ``[DONE]`` follows. Tool-call fragments are keyed by
-``(choice index, tool_calls[].index)``; ``id`` and ``name`` come on the first fragment only.
-Servers that leave out the index, or reuse index 0 for parallel calls (Ollama, Gemini's
-compatibility layer), are handled by the id: a fragment with a new id starts a new call.
-A non-empty delta for a choice that already finished is a protocol error; ``content`` may be a
-list of typed parts (Mistral); ``refusal`` text is kept apart from the answer.
+Terminal rule: every choice has had a non-null ``finish_reason``, then ``data: [DONE]`` (OpenAI API
+reference, "Create chat completion", ``stream``: "data-only server-sent events ... terminated by a
+``data: [DONE]`` message", https://platform.openai.com/docs/api-reference/chat/create; the chunk's
+shape: ``CreateChatCompletionStreamResponse`` in openai/openai-openapi ``openapi.yaml``). A body
+that ends cleanly after every choice finished but without ``[DONE]`` is ``terminal_missing``: not
+``complete`` (a cut just before ``[DONE]`` is the same bytes), not ``truncated`` (the answer is
+whole); a host profile for a server known to end so (``no_done``) makes it ``complete``. An
+``error`` object anywhere, or ``event: error``, is a provider error even when ``[DONE]`` follows.
+Tool-call fragments are keyed by ``(choice index, tool_calls[].index)``; ``id`` and ``name`` come
+on the first fragment only. Servers that leave out the index, or reuse index 0 for parallel calls
+(Ollama, Gemini's compatibility layer), are handled by the id: a fragment with a new id starts a
+new call. A non-empty delta for a choice that already finished is a protocol error; ``content`` may
+be a list of typed parts (Mistral); ``refusal`` text is kept apart from the answer.
 
 Host profiles (``no_done``, ``no_finish_reason``) bend the terminal rule for the servers that
 document doing so; docs/gateways.md lists what each OpenAI-compatible service sends and why.

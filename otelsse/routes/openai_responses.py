@@ -1,8 +1,10 @@
 """OpenAI Responses API (``POST /v1/responses`` and the resumable ``GET /v1/responses/{id}``).
 
-Terminal rule (reference/provider-contracts.md §3.3): exactly one of ``response.completed``
-(success), ``response.incomplete`` (non-success), ``response.failed`` or ``error`` (provider
-errors). There is no ``[DONE]``, but gateways add one after the terminal, which is accepted.
+Terminal rule: exactly one of ``response.completed`` (success), ``response.incomplete``
+(non-success), ``response.failed`` or ``error`` (provider errors), as the OpenAI API reference's
+streaming events list them (https://platform.openai.com/docs/api-reference/responses-streaming;
+``ResponseStreamEvent`` in openai/openai-openapi ``openapi.yaml``). There is no ``[DONE]``, but
+gateways add one after the terminal, which is accepted.
 Dispatch is on ``data.type``: some gateways send no ``event:`` line, so the SSE event name is
 only a hint. Function-call arguments are keyed by ``item_id``.
 

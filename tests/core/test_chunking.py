@@ -1,10 +1,10 @@
-"""Invariant (DESIGN §1): the same bytes under any chunking give the same events, the same report
-(except ``chunk_count``) and the same outcome. Checked over every recorded and synthetic fixture:
-whole body, one byte at a time, two-part splits, seeded random multi-part splits, and a
-Hypothesis property.
+"""Invariant (docs/architecture.md): the same bytes under any chunking give the same events, the
+same report (except ``chunk_count``) and the same outcome. Checked over every recorded and
+synthetic fixture: whole body, one byte at a time, two-part splits, seeded random multi-part
+splits, and a Hypothesis property.
 
 Every two-part split costs a full parse per position, so the sweep is quadratic. Fixtures up to
-``FULL_SWEEP_LIMIT`` bytes are split at every position in the fast loop; larger ones are split
+``FULL_SWEEP_LIMIT`` bytes are split at every position (the matrix tier); larger ones are split
 in a window around every line end, inside multi-byte characters and at a stride there, and at
 every position in the ``slow`` sweep (worker processes on all cores).
 """

@@ -51,7 +51,7 @@ Faults (each a switch of ``build``):
 - ``malformed_event``: the event carrying the first call's first argument fragment (Gemini:
   its chunk) is not JSON (a trailing comma): a malformed SSE message, not malformed arguments.
 - ``late_fragment`` (indexes into the calls): one more argument fragment after that call has
-  closed (seed 001: "any later argument bytes must be treated as trailing data"): chat after
+  closed (any later argument bytes are trailing data): chat after
   the ``finish_reason`` chunk, Responses after ``function_call_arguments.done``, Anthropic after
   ``content_block_stop``. Gemini refuses: its calls come whole.
 - ``multiline``: every JSON payload is written over several ``data:`` lines (pretty-printed,

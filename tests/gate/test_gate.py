@@ -359,7 +359,7 @@ def no_sentinel(*texts: str) -> None:
 # 1. The state machine
 # --------------------------------------------------------------------------------------------
 
-#: The seed's machine as the README draws it, written out independently of ``_TRANSITIONS``.
+#: The gate's machine as docs/gate.md draws it, written out independently of ``_TRANSITIONS``.
 DOCUMENTED_MOVES = {
     (S.RECEIVING, S.ITEM_OPEN),
     (S.ITEM_OPEN, S.ITEM_TERMINAL),

@@ -1,4 +1,4 @@
-"""Safety properties of the tool gate (seed 001) over random streams, faults, chunkings and
+"""Safety properties of the tool gate over random streams, faults, chunkings and
 policies.
 
 Each example builds a wire-correct stream for one route (OpenAI Chat Completions, OpenAI
@@ -18,7 +18,7 @@ What must hold, whatever the input:
     terminal event (``run_at="item"``) is ``QUARANTINED``;
 (c) no executor ever sees arguments that are not exactly one JSON object passing the tool's
     schema (checked here with ``jsonschema`` and a strict reading of the argument text);
-(d) every history is a legal path of the seed's state machine;
+(d) every history is a legal path of the gate's state machine;
 (e) the same body again (a second gate, chunked otherwise, sometimes through ``arun``), or the
     clean body as a fresh attempt, never runs a call twice: at most one execution per
     ``CallKey`` across the runs, the others ``REPLAYED``;
@@ -98,7 +98,7 @@ ITEM_ROUTES = frozenset({RESPONSES, ANTHROPIC})
 ERROR_ENDS = frozenset({RESPONSES, ANTHROPIC, GEMINI})
 
 # --------------------------------------------------------------------------------------------
-# Tools, and the seed's checks made independently of otelsse
+# Tools, and the gate's checks made independently of otelsse
 # --------------------------------------------------------------------------------------------
 
 TOOLS: dict[str, dict[str, Any] | None] = {
@@ -195,7 +195,7 @@ class Planned:
         return self.call_id if self.call_id is not None else f"#{self.position}"
 
     def check(self, route: str) -> tuple[str | None, Any]:
-        """The seed's checks in pipeline order: (error class or None, parsed arguments)."""
+        """The gate's checks in pipeline order: (error class or None, parsed arguments)."""
         if route == GEMINI:
             value = {} if self.args is _ABSENT or self.args is None else self.args
         elif not self.text.strip():
@@ -894,7 +894,7 @@ def run_gate(
 # Checks that hold for every stream
 # --------------------------------------------------------------------------------------------
 
-#: The seed's main line; QUARANTINED may end it anywhere before POLICY_APPROVED.
+#: The gate's main line; QUARANTINED may end it anywhere before POLICY_APPROVED.
 SEED_LINE = (S.RECEIVING, S.ITEM_OPEN, S.ITEM_TERMINAL, S.PARSED, S.SCHEMA_VALID, S.POLICY_APPROVED)
 AFTER_SCHEMA_VALID = frozenset({S.POLICY_DENIED, S.NEEDS_APPROVAL})
 AFTER_APPROVED = frozenset({S.EXECUTED, S.EXECUTION_FAILED, S.NEEDS_RECONCILIATION, S.REPLAYED})
@@ -904,8 +904,8 @@ KNOWN_ERROR_CLASSES = frozenset(ERROR_CLASSES) | set(FAULT_CODES) | {o.value for
 
 
 def check_history(call: GateCall) -> None:
-    """(d) a legal path of the seed's machine, by a table written here from the seed, and one
-    the gate's own ``_TRANSITIONS`` allows step by step; it ends where the record says."""
+    """(d) a legal path of the gate's machine, by a table written here from its requirements,
+    and one the gate's own ``_TRANSITIONS`` allows step by step; it ends where the record says."""
     history = list(call.history)
     assert history[-1] is call.state, call
     for before, after in itertools.pairwise(history):
@@ -1146,7 +1146,7 @@ def expected_faults(case: Case, calls: list[Planned], terminal_read: bool | None
     """The fault codes the gate may report for an unmutated stream.
 
     A whole stream whose calls' arguments are not all exactly one JSON value under a success
-    stop is a payload error (DESIGN's outcome table), refused as a whole; duplicate ids refuse
+    stop is a payload error (docs/outcomes.md), refused as a whole; duplicate ids refuse
     an otherwise accepted stream.
     """
     if any(call.check(case.route)[0] in ("invalid_json", "trailing_data") for call in calls):

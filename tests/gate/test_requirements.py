@@ -1,11 +1,11 @@
-"""Seed 001's test list, through the tool gate, on every route that has tool calls.
+"""The tool gate's requirements as a test list, on every route that has tool calls.
 
-"Split SSE input at every practical byte boundary, include multi-line data fields and comments,
-interleave text with two tool calls, inject an error before the terminal marker, omit the final
-event, send malformed JSON, send one valid JSON value followed by trailing data, fail schema
-validation, add an unknown event, and simulate a disconnect followed by a fresh attempt. [...]
-repeat the suite across approved model routes." Then its happy-path and error-path operator
-workflows, each walked step by step.
+The list the gate was specified with: "Split SSE input at every practical byte boundary, include
+multi-line data fields and comments, interleave text with two tool calls, inject an error before
+the terminal marker, omit the final event, send malformed JSON, send one valid JSON value followed
+by trailing data, fail schema validation, add an unknown event, and simulate a disconnect followed
+by a fresh attempt. [...] repeat the suite across approved model routes." Then the happy-path and
+error-path operator workflows, each walked step by step.
 
 The bodies come from ``tests/gate/_streams.py`` (wire-exact, shaped on the recorded fixtures).
 Every executor here is a ``Recorder``: it keeps what it was called with, so "never called" and
@@ -833,7 +833,7 @@ def test_a_retry_never_continues_the_abandoned_buffer(route: str, tmp_path: Path
 
 
 # --------------------------------------------------------------------------------------------
-# The record the seed asks for
+# The sanitized record each call gets
 # --------------------------------------------------------------------------------------------
 
 #: Seed 001, "Keep logs useful and sanitized": the compact structured record's fields.
@@ -852,13 +852,13 @@ ITEM_TERMINAL_EVENTS = {
 
 
 @pytest.mark.parametrize("route", TOOL_ROUTES)
-def test_every_record_has_the_fields_of_the_seeds_sanitized_record(route: str) -> None:
+def test_every_record_has_the_fields_of_the_sanitized_record(route: str) -> None:
     stream = good_stream(route)
     result = run_gate(stream)
     for record in result.calls:
         fields = record.record()
         missing = [name for name in SEED_RECORD_FIELDS if name not in fields]
-        assert missing == [], f"record() lacks the seed's fields {missing}"
+        assert missing == [], f"record() lacks the sanitized record's fields {missing}"
         assert fields["model_route"] == route
         assert fields["terminal_seen"] is True
         assert fields["stream_event"] in ITEM_TERMINAL_EVENTS[route]
@@ -867,7 +867,7 @@ def test_every_record_has_the_fields_of_the_seeds_sanitized_record(route: str) -
 
 
 # --------------------------------------------------------------------------------------------
-# (l) The seed's operator workflows
+# (l) The operator workflows
 # --------------------------------------------------------------------------------------------
 
 RESPONSES_TOOLS = [
