@@ -187,16 +187,32 @@ class SQLiteLedger(Ledger):
         self._db = sqlite3.connect(
             self.path, timeout=timeout, isolation_level=None, check_same_thread=False
         )
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
-        self._migrate()
+        self._set_up(time.monotonic() + timeout)
 
-    def _migrate(self) -> None:
-        """Bring a file made by an earlier otelsse up to this schema, in one transaction, so
-        that processes opening it at once migrate it once. Rows it already holds keep a NULL
-        fingerprint: the gate never takes one of them for a replay."""
+    def _set_up(self, deadline: float) -> None:
+        """Make the file this schema's, in WAL mode, however many processes open it at once.
+
+        The tables are made, and a file of an earlier otelsse migrated, in one immediate
+        transaction: it waits for the write lock (SQLite's busy timeout) and never upgrades a
+        lock, so processes opening the file at once do it once each in turn. Rows a migrated
+        file already holds keep a NULL fingerprint: the gate never takes one of them for a
+        replay. Switching to WAL needs the file to itself; SQLite answers "database is locked"
+        at once, without waiting, where waiting could deadlock (https://sqlite.org/c3ref/
+        busy_handler.html): that one is tried again until ``deadline``.
+        """
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.005)
+        self._db.execute("PRAGMA synchronous=FULL")
         with self._transaction() as db:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    db.execute(statement)
             columns = {row[1] for row in db.execute("PRAGMA table_info(otelsse_calls)")}
             if "fingerprint" not in columns:
                 db.execute("ALTER TABLE otelsse_calls ADD COLUMN fingerprint TEXT")
