@@ -671,7 +671,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_PROXY_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    proxy.add_argument("--config", metavar="FILE", help="a TOML file (docs/proxy.md)")
+    proxy.add_argument("--config", metavar="FILE", help="a TOML file (docs/operators/proxy.md)")
     proxy.add_argument(
         "--upstream",
         metavar="NAME=URL",

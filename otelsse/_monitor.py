@@ -41,7 +41,7 @@ _SHAPE_ERRORS = (KeyError, TypeError, AttributeError, ValueError, IndexError)
 
 
 class Outcome(str, enum.Enum):
-    """How a stream ended; exactly one per stream (a public contract: docs/outcomes.md)."""
+    """How a stream ended; exactly one per stream (a public contract: docs/users/outcomes.md)."""
 
     COMPLETE = "complete"
     INCOMPLETE = "incomplete"
@@ -452,7 +452,7 @@ class StreamMonitor:
         )
 
     def _classify(self, error: StreamError | None, adapter: Route, unusable_tools: int) -> Outcome:
-        """The one outcome, first match wins (the order docs/outcomes.md gives)."""
+        """The one outcome, first match wins (the order docs/users/outcomes.md gives)."""
         state, parser = self._state, self._parser
         if self._headers_refused is not None:
             return self._headers_refused

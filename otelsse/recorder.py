@@ -8,7 +8,7 @@ A skeleton has every byte of the body in place, with the same chunk boundaries a
 no content: SSE framing, JSON keys, punctuation and the protocol values the routes judge by
 (event names, types, stop reasons, error codes: bounded identifiers, never free text) stay;
 every other string, number and tool argument is replaced by a placeholder of the same byte
-length that decodes to the same number of characters (docs/recorder.md).
+length that decodes to the same number of characters (docs/users/recorder.md).
 
 How it is built, at ``keep()`` and only for the streams kept: the body is decoded once (invalid
 UTF-8 noted by maximal subpart, as the parser replaces it), framed into lines and events, and

@@ -125,7 +125,8 @@ OUTCOME = _attribute(
     "otelsse.outcome",
     "string",
     "",
-    "How the stream ended: exactly one outcome per stream (see docs/outcomes.md). Always present.",
+    "How the stream ended: exactly one outcome per stream (see docs/users/outcomes.md). "
+    "Always present.",
 )
 TERMINAL_SEEN = _attribute(
     "otelsse.terminal_seen",
@@ -318,7 +319,7 @@ GENAI_NEIGHBOUR = _attribute(
     "",
     "The instrumentation scope of another instrumentation's GenAI span this call ran under "
     "(e.g. `opentelemetry.util.genai.handler` for openai-v2, `com.anthropic.sdk.python`): "
-    "otelsse then leaves to it what it owns (docs/neighbours.md). Absent otherwise.",
+    "otelsse then leaves to it what it owns (docs/users/neighbours.md). Absent otherwise.",
 )
 #: Why a ``cancelled`` stream was cancelled, where otelsse knows: ``client_disconnect`` or
 #: ``shutdown`` (the proxy's drain ran out).
@@ -334,7 +335,7 @@ RECORDING_ID = _attribute(
     "otelsse.recording.id",
     "string",
     "",
-    "The flight recorder's id of this stream's redacted skeleton (docs/recorder.md); "
+    "The flight recorder's id of this stream's redacted skeleton (docs/users/recorder.md); "
     "`otelsse inspect` replays it. Absent when no recorder is configured or the stream was "
     "not kept.",
 )

@@ -20,9 +20,9 @@ class Expected(NamedTuple):
     stop_reason: str | None
 
 
-# What each recorded or synthetic fixture must classify as, by the outcome rules of docs/outcomes.md
-# and the synthetic fixtures' README, under its route's default rule: a host profile's verdict on a
-# recording is tested in tests/routes/test_profiles.py.
+# What each recorded or synthetic fixture must classify as, by the outcome rules of
+# docs/users/outcomes.md and the synthetic fixtures' README, under its route's default rule: a host
+# profile's verdict on a recording is tested in tests/routes/test_profiles.py.
 EXPECTED: dict[str, Expected] = {
     "real/anthropic-pause-turn.sse": Expected("anthropic.messages", "incomplete", "pause_turn"),
     "real/anthropic-server-tool-empty-input.sse": Expected(

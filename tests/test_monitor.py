@@ -1,4 +1,4 @@
-"""Each outcome (docs/outcomes.md) that the core can produce, from its own fixture.
+"""Each outcome (docs/users/outcomes.md) that the core can produce, from its own fixture.
 
 ``internal_error`` is the instrumentation's own failure and cannot come from the core.
 """

@@ -1,4 +1,4 @@
-"""The flight recorder (``otelsse/recorder.py``, docs/recorder.md).
+"""The flight recorder (``otelsse/recorder.py``, docs/users/recorder.md).
 
 Every stream is recorded the way the instrumentation does it (one ``Tape`` fed the chunks the
 live ``StreamMonitor`` gets, at the same times, then ``keep``), loaded back from disk and
@@ -674,7 +674,7 @@ def test_the_code_a_model_writes_never_reaches_the_disk(tmp_path: Path, stream: 
     _assert_neither_canary(recording, tmp_path)
 
 
-# What the routes judge by (docs/recorder.md): kept verbatim, so never a canary.
+# What the routes judge by (docs/users/recorder.md): kept verbatim, so never a canary.
 _VOCABULARY_KEYS = {
     "type", "object", "role", "finish_reason", "stop_reason", "finishReason", "blockReason",
     "status", "model", "modelVersion", "reason", "code",
@@ -722,10 +722,10 @@ def test_no_word_of_a_fixtures_content_reaches_the_disk(tmp_path: Path, name: st
     assert not {word for word in canaries if word in skeleton}
 
 
-# -- the skeleton's conventions (docs/recorder.md) ----------------------------------------------
+# -- the skeleton's conventions (docs/users/recorder.md) ----------------------------------------
 
 
-# (line, what it becomes) for every convention of docs/recorder.md; CRLF framing.
+# (line, what it becomes) for every convention of docs/users/recorder.md; CRLF framing.
 _CONVENTIONS = [
     (b": keepalive", b":[REDACTED]"),
     (b"event: message", b"event: message"),
@@ -1027,8 +1027,11 @@ def test_the_recording_id_names_its_file_and_the_rest_of_the_ring(tmp_path: Path
 
 
 def test_the_documented_vocabulary_is_the_recorders() -> None:
-    """docs/recorder.md's table names, per route, what its ``redaction`` keeps and pseudonymises."""
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "recorder.md").read_text("utf-8")
+    """docs/users/recorder.md's table names, per route, what its ``redaction`` keeps and
+    pseudonymises."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "users" / "recorder.md").read_text(
+        encoding="utf-8"
+    )
     lines = doc.splitlines()
     header = [cell.strip() for cell in lines[lines.index(_TABLE_HEADER)].split("|")]
     for route, rules in _RULES.items():

@@ -1214,7 +1214,7 @@ def breakdown_row() -> list[Json]:
             "GenAI time to first chunk p95 (empty where another instrumentation records the "
             "GenAI metrics under other labels, or none does). Sort by a column to find the worst "
             "model. A model or server of _OTHER is otelsse's overflow: more combinations than "
-            "its caps (docs/reference.md).",
+            "its caps (docs/operators/reference.md).",
             [
                 target(over_range(STREAMS, by=by_model), table=True),
                 target(

@@ -3,7 +3,7 @@
 A client sets its base URL to ``http://127.0.0.1:8787/{upstream}/...``; the proxy forwards to
 the configured upstream only, passes bytes and errors through unchanged, and records for each
 stream the ``otelsse.stream`` span and metrics the in-process instrumentation records, under a
-SERVER span that continues the client's trace. ``docs/proxy.md`` is the guide.
+SERVER span that continues the client's trace. ``docs/operators/proxy.md`` is the guide.
 """
 
 from ._app import ProxyApp, UpstreamCut

@@ -15,7 +15,7 @@ new call. A non-empty delta for a choice that already finished is a protocol err
 be a list of typed parts (Mistral); ``refusal`` text is kept apart from the answer.
 
 Host profiles (``no_done``, ``no_finish_reason``) bend the terminal rule for the servers that
-document doing so; docs/gateways.md lists what each OpenAI-compatible service sends and why.
+document doing so; docs/users/gateways.md lists what each OpenAI-compatible service sends and why.
 
 Speed: a chunk is read first through its typed shape (``_Chunk``, with msgspec) straight into
 the state; any text that is not exactly that shape is read by ``loads`` and ``_on_chunk``, which
@@ -129,7 +129,7 @@ class OpenAIChatRoute(Route):
     name: ClassVar[str] = "openai.chat_completions"
     provider: ClassVar[str | None] = "openai"
     operation: ClassVar[str | None] = "chat"
-    # "eos": Together's name for a natural end (docs/gateways.md).
+    # "eos": Together's name for a natural end (docs/users/gateways.md).
     success_stops: ClassVar[frozenset[str]] = frozenset(
         {"stop", "tool_calls", "function_call", "eos"}
     )
@@ -428,7 +428,7 @@ def _fragment_dict(fragment: _ToolFragment) -> dict[str, Any]:
 
 class _NoDone(OpenAIChatRoute):
     """Servers that never send ``data: [DONE]``: a clean EOF after every choice finished is
-    the end. Hosts and sources: docs/gateways.md."""
+    the end. Hosts and sources: docs/users/gateways.md."""
 
     profile: ClassVar[str | None] = "no_done"
     hosts: ClassVar[tuple[str, ...]] = ("api.writer.com",)
@@ -444,7 +444,7 @@ class _NoDone(OpenAIChatRoute):
 
 class _NoFinishReason(OpenAIChatRoute):
     """Servers that never send a ``finish_reason``: ``[DONE]`` alone ends the answer.
-    Hosts and sources: docs/gateways.md."""
+    Hosts and sources: docs/users/gateways.md."""
 
     profile: ClassVar[str | None] = "no_finish_reason"
     hosts: ClassVar[tuple[str, ...]] = (".snowflakecomputing.com",)

@@ -1,6 +1,6 @@
-"""Invariant (docs/architecture.md): the same bytes under any chunking give the same events, the
-same report (except ``chunk_count``) and the same outcome. Checked over every recorded and
-synthetic fixture: whole body, one byte at a time, two-part splits, seeded random multi-part
+"""Invariant (docs/maintainers/architecture.md): the same bytes under any chunking give the same
+events, the same report (except ``chunk_count``) and the same outcome. Checked over every recorded
+and synthetic fixture: whole body, one byte at a time, two-part splits, seeded random multi-part
 splits, and a Hypothesis property.
 
 Every two-part split costs a full parse per position, so the sweep is quadratic. Fixtures up to

@@ -933,8 +933,8 @@ def check_history(call: GateCall) -> None:
         assert call.state is S.POLICY_APPROVED, history
         assert call.error_class == "no_executor", history
     assert call.error_class is None or call.error_class in KNOWN_ERROR_CLASSES, call
-    # What bounds the gate counter's series (docs/reference.md, Cardinality): these states always
-    # come with an error class.
+    # What bounds the gate counter's series (docs/operators/reference.md, Cardinality): these
+    # states always come with an error class.
     if call.state in (S.QUARANTINED, S.POLICY_DENIED, S.EXECUTION_FAILED):
         assert call.error_class is not None, call
 
@@ -1146,7 +1146,7 @@ def expected_faults(case: Case, calls: list[Planned], terminal_read: bool | None
     """The fault codes the gate may report for an unmutated stream.
 
     A whole stream whose calls' arguments are not all exactly one JSON value under a success
-    stop is a payload error (docs/outcomes.md), refused as a whole; duplicate ids refuse
+    stop is a payload error (docs/users/outcomes.md), refused as a whole; duplicate ids refuse
     an otherwise accepted stream.
     """
     if any(call.check(case.route)[0] in ("invalid_json", "trailing_data") for call in calls):

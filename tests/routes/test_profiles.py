@@ -1,7 +1,7 @@
 """Host profiles: gateways that bend a contract on purpose are judged by their own rules.
 
 Writer never sends ``[DONE]``; Snowflake Cortex never sends a ``finish_reason`` (sources in
-docs/gateways.md; their recorded streams are in tests/fixtures/real/). Without its profile a
+docs/users/gateways.md; their recorded streams are in tests/fixtures/real/). Without its profile a
 complete Writer stream is ``terminal_missing`` and a complete Snowflake stream ``truncated``.
 OpenAI's own API, and any host without a profile, keeps the strict rule.
 """

@@ -1,8 +1,9 @@
-"""The docs say what the code does: docs/reference.md, outcomes.md and neighbours.md.
+"""The docs say what the code does: docs/operators/reference.md, and docs/users/outcomes.md and
+neighbours.md.
 
-docs/reference.md must be exactly what docs/generate_reference.py prints (run as a program),
-and must name every attribute and metric of ``otelsse.semconv``, the GenAI client metrics of
-both name sets included, with the Prometheus series that ``tests/sre/_promql.py`` (the
+docs/operators/reference.md must be exactly what docs/generate_reference.py prints (run as a
+program), and must name every attribute and metric of ``otelsse.semconv``, the GenAI client
+metrics of both name sets included, with the Prometheus series that ``tests/sre/_promql.py`` (the
 dashboards' contract) derives, the tool gate's included (its series as
 ``tests/sre/test_gate_metrics.GATE_EXPORTED`` derives them; that module checks the gate's
 documented spans, attributes, states and error types against a real gate). The generator must
@@ -13,13 +14,13 @@ cardinality limit. The documented caps, the HTTP status rule on ``otelsse.stream
 ``OTEL_SEMCONV_STABILITY_OPT_IN`` value selects which GenAI names, scope and span kind are
 checked against a real instrumented stream and the real ``Telemetry``, and the attributes the
 reference calls instrumentation-only against ``telemetry.span_attributes()``.
-docs/outcomes.md must have one section per ``Outcome``, a summary table whose span status agrees
-with ``semconv.ERROR_OUTCOMES``, whose SLO column agrees with ``semconv.SLO_BAD_OUTCOMES`` and
-the 4xx exclusion, and which names only real ``StreamFault`` codes, an SLO section with the
+docs/users/outcomes.md must have one section per ``Outcome``, a summary table whose span status
+agrees with ``semconv.ERROR_OUTCOMES``, whose SLO column agrees with ``semconv.SLO_BAD_OUTCOMES``
+and the 4xx exclusion, and which names only real ``StreamFault`` codes, an SLO section with the
 selector and a reason for every outcome that does not count, and a section on how the
 enforcing reader ends a stream that names every ``reader.FAULT_CODES`` code and only real
 reader options. Every ``buffer_limit`` stage a real reader reports is documented in both files.
-docs/neighbours.md must hold the generated "who records what" table, which real SDK spans of
+docs/users/neighbours.md must hold the generated "who records what" table, which real SDK spans of
 each neighbour's scope, ``genai_neighbour()`` and a real ``Telemetry`` confirm cell by cell, a
 section per ``semconv.NEIGHBOURS`` scope, and the detection marks ``genai_neighbour()`` uses.
 """
@@ -57,9 +58,13 @@ from .test_gate_metrics import GATE_EXPORTED
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 GENERATOR = DOCS / "generate_reference.py"
-REFERENCE = (DOCS / "reference.md").read_text(encoding="utf-8")
-OUTCOMES = (DOCS / "outcomes.md").read_text(encoding="utf-8")
-NEIGHBOURS = (DOCS / "neighbours.md").read_text(encoding="utf-8")
+REFERENCE_DOC = DOCS / "operators" / "reference.md"
+OUTCOMES_DOC = DOCS / "users" / "outcomes.md"
+NEIGHBOURS_DOC = DOCS / "users" / "neighbours.md"
+RUNBOOKS_DOC = DOCS / "operators" / "runbooks.md"
+REFERENCE = REFERENCE_DOC.read_text(encoding="utf-8")
+OUTCOMES = OUTCOMES_DOC.read_text(encoding="utf-8")
+NEIGHBOURS = NEIGHBOURS_DOC.read_text(encoding="utf-8")
 # The generator's functions and constants, loaded the way ``python`` runs it (without main()).
 GEN: dict[str, Any] = runpy.run_path(str(GENERATOR))
 
@@ -136,7 +141,7 @@ def recorded_names(sdk: SDK) -> set[str]:
     return {p.metric for p in sdk.points() if p.value}
 
 
-# -- docs/reference.md ---------------------------------------------------------------------------
+# -- docs/operators/reference.md -----------------------------------------------------------------
 
 
 def test_reference_is_exactly_what_the_generator_prints() -> None:
@@ -144,7 +149,7 @@ def test_reference_is_exactly_what_the_generator_prints() -> None:
         [sys.executable, str(GENERATOR)], capture_output=True, text=True, check=True
     ).stdout
     assert printed == REFERENCE, (
-        "docs/reference.md is stale: python docs/generate_reference.py --write"
+        "docs/operators/reference.md is stale: python docs/generate_reference.py --write"
     )
     assert printed == GEN["render"]()
 
@@ -475,12 +480,27 @@ def test_documented_scope_kind_and_request_id_cap_hold_for_an_instrumented_strea
 
 
 def test_links_between_the_docs_resolve() -> None:
-    targets = set(re.findall(r"\]\(([\w.-]+\.md)\)", REFERENCE + OUTCOMES + NEIGHBOURS))
-    assert targets == {"reference.md", "outcomes.md", "runbooks.md", "gateways.md", "neighbours.md"}
+    # Each link is relative to the document it is in; the set is of paths under docs/.
+    targets = {
+        (doc.parent / link).resolve().relative_to(DOCS).as_posix()
+        for doc, text in (
+            (REFERENCE_DOC, REFERENCE),
+            (OUTCOMES_DOC, OUTCOMES),
+            (NEIGHBOURS_DOC, NEIGHBOURS),
+        )
+        for link in re.findall(r"\]\(([\w./-]+\.md)(?:#[\w-]+)?\)", text)
+    }
+    assert targets == {
+        "operators/reference.md",
+        "operators/runbooks.md",
+        "users/outcomes.md",
+        "users/gateways.md",
+        "users/neighbours.md",
+    }
     assert [target for target in targets if not (DOCS / target).is_file()] == []
 
 
-# -- docs/outcomes.md ----------------------------------------------------------------------------
+# -- docs/users/outcomes.md ----------------------------------------------------------------------
 
 
 def test_outcomes_doc_has_one_section_per_outcome_and_no_other() -> None:
@@ -535,9 +555,9 @@ def test_outcomes_doc_says_what_counts_against_the_slo_and_why_not() -> None:
 
 
 def test_the_alerts_the_outcomes_doc_links_have_runbooks() -> None:
-    runbooks = (DOCS / "runbooks.md").read_text(encoding="utf-8")
+    runbooks = RUNBOOKS_DOC.read_text(encoding="utf-8")
     headings = set(re.findall(r"^## (Otelsse\w+)$", runbooks, flags=re.MULTILINE))
-    links = re.findall(r"\[(Otelsse\w+)\]\(runbooks\.md#([\w-]+)\)", OUTCOMES)
+    links = re.findall(r"\[(Otelsse\w+)\]\(\.\./operators/runbooks\.md#([\w-]+)\)", OUTCOMES)
     assert len(links) >= 4
     for name, anchor in links:
         assert name in headings, name
@@ -612,7 +632,7 @@ def test_every_buffer_limit_stage_a_reader_reports_is_documented() -> None:
         assert f"`{stage}`" in row, f"the reference does not name stage {stage!r}"
 
 
-# -- docs/neighbours.md --------------------------------------------------------------------------
+# -- docs/users/neighbours.md --------------------------------------------------------------------
 
 #: A scope ``semconv.NEIGHBOURS`` does not list.
 UNKNOWN_SCOPE = "example.unlisted.genai"
@@ -627,7 +647,7 @@ def test_neighbours_doc_holds_the_generated_table() -> None:
     begin, end = GEN["NEIGHBOURS_BEGIN"], GEN["NEIGHBOURS_END"]
     generated = NEIGHBOURS[NEIGHBOURS.index(begin) : NEIGHBOURS.index(end) + len(end)]
     assert generated == GEN["neighbour_table"](), (
-        "docs/neighbours.md is stale: python docs/generate_reference.py --write"
+        "docs/users/neighbours.md is stale: python docs/generate_reference.py --write"
     )
 
 

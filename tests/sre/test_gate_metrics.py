@@ -10,14 +10,14 @@ approved without an executor, failed, and needing reconciliation after an interr
 
 Checked: the scrape holds exactly the series and labels ``GATE_EXPORTED`` derives from
 ``semconv`` (what the rule and dashboard tests check queries against), with the counts the
-gate's results give; every error type and state pair is one docs/reference.md documents; every
-value the rules and the dashboard select on the gate's counter exists in the scrape; promtool,
-fed the scraped label sets, fires each gate alert and fills each gate panel; the spans have the
-documented names, kind, parents, links, statuses and attributes (on the documented span, of the
-documented type, with documented values); and no argument or result text reaches a span, the
-scrape, a record or the ledger's file. Per route with tool calls, a complete and a cut stream
-give executed and quarantined series and spans. A fresh process checks that the tool-name cap
-holds across gates.
+gate's results give; every error type and state pair is one docs/operators/reference.md
+documents; every value the rules and the dashboard select on the gate's counter exists in the
+scrape; promtool, fed the scraped label sets, fires each gate alert and fills each gate panel; the
+spans have the documented names, kind, parents, links, statuses and attributes (on the documented
+span, of the documented type, with documented values); and no argument or result text reaches a
+span, the scrape, a record or the ledger's file. Per route with tool calls, a complete and a cut
+stream give executed and quarantined series and spans. A fresh process checks that the tool-name
+cap holds across gates.
 """
 
 from __future__ import annotations
@@ -747,7 +747,7 @@ def test_the_tool_name_cap_holds_across_every_gate_of_a_process() -> None:
 
 # -- the runbooks ----------------------------------------------------------------------------------
 
-RUNBOOKS = (ROOT / "docs" / "runbooks.md").read_text(encoding="utf-8")
+RUNBOOKS = (ROOT / "docs" / "operators" / "runbooks.md").read_text(encoding="utf-8")
 GATE_RUNBOOKS = RUNBOOKS.split("\n## The tool gate's alerts\n", 1)[1]
 
 

@@ -582,7 +582,7 @@ def test_runbook_links_point_at_runbook_sections_for_every_alert(dashboard: Json
             assert link["title"].startswith("Runbook: "), link
             assert link["title"].removeprefix("Runbook: ").lower() == anchor
             anchors.add(anchor)
-    runbooks = (ROOT / "docs" / "runbooks.md").read_text(encoding="utf-8")
+    runbooks = (ROOT / "docs" / "operators" / "runbooks.md").read_text(encoding="utf-8")
     headings = {
         line.lstrip("#").strip().lower() for line in runbooks.splitlines() if line.startswith("## ")
     }

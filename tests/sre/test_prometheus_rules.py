@@ -7,19 +7,19 @@ and silence each alert on synthetic series and pin the recorded values, the SLO'
 over three days included. The rest is read from the YAML: the files equal what
 generate_rules.py renders, under whatever runbook base URL it is given; every alert (each SLO
 window pair on its own) has a firing and a silent promtool case, a severity, a summary, a
-description and a runbook_url whose anchor is a heading of docs/runbooks.md, whose section says
-what it means, what to check (with PromQL) and what to do; every alert threshold is one literal
-number after its comparison (the end-to-end test rewrites ``<op> <number>`` to ``>= -Inf``, and
-promtool must still accept the result); every series an expression selects is exported
-(tests/sre/_promql.EXPORTED, and the tool gate's ``tests/sre/test_gate_metrics.GATE_EXPORTED``)
-or recorded here, with only labels that series carries, and every value it selects on the gate's
-state and error type is one the gate has; so does every PromQL line of the runbooks, which
-promtool parses. The SLO counts exactly ``semconv.SLO_BAD_OUTCOMES`` with the 4xx exclusion in
-one selector, and only 5-minute rules read exported series: every longer window sums recorded
-ones. The gate's alerts are held to what they promise: quarantines against all gate calls under
-a traffic guard, denial spikes against the day's share under the same guard, and any new call
-needing reconciliation pages, a series born with its first call included. Without promtool the
-tests fail: they never skip.
+description and a runbook_url whose anchor is a heading of docs/operators/runbooks.md, whose
+section says what it means, what to check (with PromQL) and what to do; every alert threshold is
+one literal number after its comparison (the end-to-end test rewrites ``<op> <number>`` to
+``>= -Inf``, and promtool must still accept the result); every series an expression selects is
+exported (tests/sre/_promql.EXPORTED, and the tool gate's
+``tests/sre/test_gate_metrics.GATE_EXPORTED``) or recorded here, with only labels that series
+carries, and every value it selects on the gate's state and error type is one the gate has; so
+does every PromQL line of the runbooks, which promtool parses. The SLO counts exactly
+``semconv.SLO_BAD_OUTCOMES`` with the 4xx exclusion in one selector, and only 5-minute rules read
+exported series: every longer window sums recorded ones. The gate's alerts are held to what they
+promise: quarantines against all gate calls under a traffic guard, denial spikes against the day's
+share under the same guard, and any new call needing reconciliation pages, a series born with its
+first call included. Without promtool the tests fail: they never skip.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RULES_DIR = ROOT / "dashboards" / "prometheus"
 RULE_FILES = sorted(RULES_DIR.glob("*.rules.yaml"))
 TEST_FILES = sorted((RULES_DIR / "tests").glob("*.test.yaml"))
-RUNBOOKS = ROOT / "docs" / "runbooks.md"
+RUNBOOKS = ROOT / "docs" / "operators" / "runbooks.md"
 GENERATOR = load_script(RULES_DIR / "generate_rules.py")
 
 # The SLO and its windows as the Google SRE workbook ("Alerting on SLOs", table 5-8) sets them:
