@@ -7,17 +7,14 @@ requests to watch, and a ``Watch`` carries one from its send to its response hea
 ``_content.py`` undoes a body's ``Content-Encoding`` where a tap sees it coded.
 """
 
-from ._content import UnsupportedEncoding
 from ._request import GenAISpan, Settings, Watch, genai_neighbour
-from ._stream import StreamObserver, StreamStart, decoded_piece
+from ._stream import StreamObserver, StreamStart
 
 __all__ = [
     "GenAISpan",
     "Settings",
     "StreamObserver",
     "StreamStart",
-    "UnsupportedEncoding",
     "Watch",
-    "decoded_piece",
     "genai_neighbour",
 ]

@@ -35,7 +35,7 @@ from ._content import ContentDecoder, CorruptContent, UnsupportedEncoding, conte
 if TYPE_CHECKING:
     from ..recorder import FlightRecorder, Tape
 
-__all__ = ["StreamObserver", "StreamStart", "decoded_piece"]
+__all__ = ["StreamObserver", "StreamStart"]
 
 #: Reads an observer keeps, each with its clock reading, before replaying them into the monitor
 #: at once: running the monitor between every two reads of the application's own code costs
