@@ -1140,7 +1140,7 @@ def gate_row() -> list[Json]:
             "Quarantined calls as a share of every call the gate decided, by error.type: a "
             "stream fault (truncated, timeout, provider_error...: the stream failed before the "
             "calls were proven) or an argument problem (invalid_json, trailing_data, "
-            "unregistered_tool, schema_invalid...: the model's output). Stream faults follow "
+            "unregistered_tool, tool_schema_error...: the model's output). Stream faults follow "
             "the stream failure panels above; argument problems follow a model or prompt change.",
             [
                 target(
