@@ -322,13 +322,10 @@ def old_ledger(path: Path) -> None:
     db.close()
 
 
-def test_a_ledger_file_of_the_earlier_schema_is_migrated_and_its_rows_never_replayed(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "ledger.db"
-    old_ledger(path)
-    # Two processes may open the old file at once: it is migrated once, by whichever is first.
-    barrier = threading.Barrier(2)
+def opened_at_once(path: Path, openers: int) -> None:
+    """``openers`` ledgers open ``path`` at once, each on its thread: every one opens it, and
+    leaves it in WAL mode with one ``fingerprint`` column."""
+    barrier = threading.Barrier(openers)
     opened: list[SQLiteLedger] = []
     errors: list[BaseException] = []
 
@@ -339,20 +336,43 @@ def test_a_ledger_file_of_the_earlier_schema_is_migrated_and_its_rows_never_repl
         except BaseException as error:  # reported below
             errors.append(error)
 
-    threads = [threading.Thread(target=open_it) for _ in range(2)]
+    threads = [threading.Thread(target=open_it) for _ in range(openers)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
     assert not any(thread.is_alive() for thread in threads)
     assert errors == []
-    assert len(opened) == 2
+    assert len(opened) == openers
     for ledger in opened:
         ledger.close()
     db = sqlite3.connect(path)
+    assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     columns = [row[1] for row in db.execute("PRAGMA table_info(otelsse_calls)")]
     db.close()
     assert columns.count("fingerprint") == 1
+
+
+@pytest.mark.parametrize("file", ["new", "of the earlier schema"])
+def test_ledgers_opening_one_file_at_once_all_open_it(tmp_path: Path, file: str) -> None:
+    """Making the tables (or migrating an old file) and switching to WAL, several openers at
+    once: SQLite refuses a lock upgrade that could deadlock at once, without waiting, and the
+    ledger must not pass that refusal on. Each round races four openers; before the fix about
+    one round in eight lost one of them to "database is locked"."""
+    for round_ in range(30):
+        path = tmp_path / f"ledger-{round_}.db"
+        if file != "new":
+            old_ledger(path)
+        opened_at_once(path, 4)
+
+
+def test_a_ledger_file_of_the_earlier_schema_is_migrated_and_its_rows_never_replayed(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ledger.db"
+    old_ledger(path)
+    # Two processes may open the old file at once: it is migrated once, by whichever is first.
+    opened_at_once(path, 2)
     assert [row[4] for row in rows(path)] == [None, None]  # the old rows keep no fingerprint
 
     attempts = Attempts(path, CHAT, run_id="run-old")

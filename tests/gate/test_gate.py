@@ -965,52 +965,6 @@ CLAIMER = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("file", ["new", "of the earlier schema"])
-def test_ledgers_opening_one_file_at_once_all_open_it(tmp_path: Path, file: str) -> None:
-    """Making the tables (or migrating an old file) and switching to WAL, several openers at
-    once: SQLite refuses a lock upgrade that could deadlock at once, without waiting, and the
-    ledger must not pass that refusal on. Each round raced four openers; before the fix about
-    one round in eight lost one of them to "database is locked"."""
-    for round_ in range(30):
-        path = tmp_path / f"ledger-{round_}.db"
-        if file != "new":
-            old = sqlite3.connect(path)
-            old.execute(
-                "CREATE TABLE otelsse_calls (run_id TEXT NOT NULL, response_id TEXT NOT NULL,"
-                " call_id TEXT NOT NULL, attempt INTEGER NOT NULL, tool_name TEXT,"
-                " status TEXT NOT NULL, error_class TEXT, decided_at REAL NOT NULL,"
-                " finished_at REAL, PRIMARY KEY (run_id, response_id, call_id))"
-            )
-            old.commit()
-            old.close()
-        barrier = threading.Barrier(4)
-        errors: list[BaseException] = []
-
-        def open_it(
-            path: Path = path,
-            barrier: threading.Barrier = barrier,
-            errors: list[BaseException] = errors,
-        ) -> None:
-            barrier.wait()
-            try:
-                SQLiteLedger(path).close()
-            except BaseException as error:  # reported below
-                errors.append(error)
-
-        threads = [threading.Thread(target=open_it) for _ in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=30)
-        assert not any(thread.is_alive() for thread in threads)
-        assert errors == [], round_
-        db = sqlite3.connect(path)
-        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        columns = [row[1] for row in db.execute("PRAGMA table_info(otelsse_calls)")]
-        db.close()
-        assert columns.count("fingerprint") == 1
-
-
 def test_claims_from_four_processes_have_one_winner(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
     SQLiteLedger(path).close()  # the tables exist before the race
