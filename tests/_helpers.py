@@ -1,14 +1,19 @@
 """Helpers shared by the tests: feeding a monitor, splitting bodies, reading SSE without otelsse,
-and the route names with the URL path each is served on."""
+the route names with the URL path each is served on, and bounded waits."""
 
 from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from otelsse import SSEEvent, SSEParser, StreamMonitor, StreamReport
 from otelsse._monitor import StreamError
+
+T = TypeVar("T")
 
 CHAT = "openai.chat_completions"
 RESPONSES = "openai.responses"
@@ -125,3 +130,25 @@ def parser_state(parser: SSEParser) -> dict[str, object]:
         "pending_line_chars": parser.pending_line_chars,
         "pending_event_chars": parser.pending_event_chars,
     }
+
+
+#: A bounded wait must end within this share of its bound. One that needs more was ended by the
+#: bound, or by another timeout as long as it, not by what it waits for: a bound equal to a
+#: client's own timeout once hid a stream that only that timeout ended.
+WELL_BEFORE = 0.5
+
+
+def waited(wait: Callable[[float], T], bound: float) -> T:
+    """``wait(bound)`` (an ``Event.wait``, a ``Thread.join``, a ``Popen.wait``...), asserted to
+    have returned well before ``bound``; what it returned."""
+    began = time.monotonic()
+    result = wait(bound)
+    took = time.monotonic() - began
+    assert took < bound * WELL_BEFORE, f"the wait took {took:.2f} s of its {bound} s bound"
+    return result
+
+
+def joined(thread: threading.Thread, bound: float) -> None:
+    """``thread`` ended, well before ``bound``."""
+    waited(thread.join, bound)
+    assert not thread.is_alive(), f"{thread.name} did not end within {bound} s"

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
+from tests._helpers import waited
+
 __all__ = ["Received", "Reply", "SSEServer"]
 
 #: Upper bound for every wait in the server (a stalled reply, joining threads on stop).
@@ -121,7 +123,7 @@ class SSEServer:
         self.release.set()
         self._wake_w.send(b"x")
         if self._started:
-            self._accept_thread.join(MAX_WAIT)
+            waited(self._accept_thread.join, MAX_WAIT)
         with self._lock:
             connections = list(self._connections)
         for connection in connections:
@@ -132,7 +134,7 @@ class SSEServer:
         alive = []
         for connection in connections:
             if connection.thread is not None:
-                connection.thread.join(MAX_WAIT)
+                waited(connection.thread.join, MAX_WAIT)
                 if connection.thread.is_alive():
                     alive.append(connection.thread.name)
         for sock in (self._listener, self._wake_r, self._wake_w):

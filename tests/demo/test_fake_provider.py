@@ -60,6 +60,7 @@ from otelsse._demo.provider import (
 )
 from otelsse._demo.run import CLIENTS, READ_TIMEOUT, ROUTES, Job, prepare_clients
 from tests._demo_clients import client_raises
+from tests._helpers import joined, waited
 from tests._otel import Telemetry
 from tests._server import MAX_WAIT
 
@@ -384,14 +385,12 @@ def test_stopping_ends_a_stalled_stream_in_flight() -> None:
     )
     try:
         reader.start()
-        assert streaming.wait(MAX_WAIT), "the stream never started"
+        assert waited(streaming.wait, MAX_WAIT), "the stream never started"
     finally:
         stopper = threading.Thread(target=running.__exit__, args=(None, None, None))
         stopper.start()
-        stopper.join(MAX_WAIT)
-        reader.join(MAX_WAIT)
-    assert not stopper.is_alive(), "FakeProvider.__exit__ hangs with a stream in flight"
-    assert not reader.is_alive(), "the stalled stream stayed open after the provider stopped"
+        joined(stopper, MAX_WAIT)  # FakeProvider.__exit__ must not hang with a stream in flight
+        joined(reader, MAX_WAIT)  # nor the stalled stream stay open after the provider stopped
     [reply] = replies  # ended by EOF, not by the socket's timeout (that would raise)
     assert (reply.status, reply.last_chunk) == (200, False)
     assert _classify("openai.responses", reply.body).outcome == "truncated"

@@ -31,7 +31,7 @@ import pytest
 from otelsse import CallKey, GateCall, GateResult, SQLiteLedger, ToolCallState, ToolGate
 from otelsse._core.state import ToolCall
 from otelsse.gate._ledger import DECIDED, SUCCEEDED
-from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES
+from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES, joined
 
 S = ToolCallState
 #: In every argument value: in no ledger row, no file next to it.
@@ -340,8 +340,7 @@ def opened_at_once(path: Path, openers: int) -> None:
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=30)
-    assert not any(thread.is_alive() for thread in threads)
+        joined(thread, 30)
     assert errors == []
     assert len(opened) == openers
     for ledger in opened:

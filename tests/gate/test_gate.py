@@ -53,7 +53,7 @@ from otelsse.gate import FINAL_STATES
 from otelsse.gate import _telemetry as gate_telemetry
 from otelsse.gate._ledger import DECIDED, FAILED, SUCCEEDED
 from otelsse.gate._states import TRANSITIONS as _TRANSITIONS
-from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES, ROUTE_PATHS, ROUTES
+from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES, ROUTE_PATHS, ROUTES, joined
 from tests._otel import Telemetry, attribute_values
 from tests._server import Reply, SSEServer
 
@@ -930,7 +930,7 @@ def test_claims_from_eight_threads_have_one_winner(sharing: str, tmp_path: Path)
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(30)
+        joined(thread, 30)
     assert len(outcomes) == threads_count
     winners = [me for me, found in outcomes.items() if found is None]
     assert len(winners) == 1

@@ -84,7 +84,7 @@ from otelsse._reader import FAULT_CODES
 from otelsse.gate import ERROR_CLASSES
 from otelsse.gate._states import TRANSITIONS as _TRANSITIONS
 from tests._fixtures import read_fixture
-from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES, ROUTE_PATHS, ROUTES
+from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES, ROUTE_PATHS, ROUTES, waited
 from tests._otel import attribute_values
 from tests._server import Reply, SSEServer
 from tests.fuzz._inputs import mutate, split_events
@@ -1690,7 +1690,7 @@ def wait_until(
 def kill(process: subprocess.Popen[bytes]) -> None:
     """SIGKILL: no handler, no cleanup, no flush of anything the process had not written."""
     os.kill(process.pid, signal.SIGKILL)
-    assert process.wait(WAIT) == -signal.SIGKILL
+    assert waited(process.wait, WAIT) == -signal.SIGKILL
 
 
 def reap(process: subprocess.Popen[bytes]) -> None:
@@ -1702,7 +1702,7 @@ def reap(process: subprocess.Popen[bytes]) -> None:
 
 def finish(files: Files, name: str, process: subprocess.Popen[bytes]) -> dict[str, Any]:
     """Wait for a worker that runs to its end; its result line."""
-    assert process.wait(WAIT) == 0, output(files, name)
+    assert waited(process.wait, WAIT) == 0, output(files, name)
     lines = (files.root / f"{name}.out").read_text().splitlines()
     assert lines[0] == "READING", lines
     result: dict[str, Any] = json.loads(lines[-1])

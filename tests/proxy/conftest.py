@@ -26,6 +26,7 @@ from otelsse import semconv
 from otelsse._demo.provider import FakeProvider
 from otelsse.proxy import ProxyApp, ProxyConfig, Upstream
 from otelsse.proxy._server import ProxyServer
+from tests._helpers import joined, waited
 from tests._otel import Telemetry
 
 #: The longest any test waits for something the proxy does in the background.
@@ -96,8 +97,7 @@ def start_proxy(config: ProxyConfig, **app_options: Any) -> Iterator[RunningProx
         yield RunningProxy(app, server, otel, f"http://127.0.0.1:{port}")
     finally:
         server.should_exit = True
-        thread.join(MAX_WAIT)
-        assert not thread.is_alive(), "the proxy did not stop"
+        joined(thread, MAX_WAIT)  # the proxy stopped
         otel.tracer_provider.shutdown()
         otel.meter_provider.shutdown()
 
@@ -129,7 +129,7 @@ class ThreadedUpstream:
             target=self._run, args=(ready,), name=type(self).__name__, daemon=True
         )
         self._thread.start()
-        assert ready.wait(MAX_WAIT)
+        assert waited(ready.wait, MAX_WAIT)
 
     def _run(self, ready: threading.Event) -> None:
         asyncio.set_event_loop(self._loop)
@@ -153,7 +153,7 @@ class ThreadedUpstream:
 
     def close(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(MAX_WAIT)
+        joined(self._thread, MAX_WAIT)
 
 
 class RecordingUpstream(ThreadedUpstream):

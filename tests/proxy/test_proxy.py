@@ -23,6 +23,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from otelsse import semconv
 from otelsse._demo.provider import JOB_HEADER, SCENARIO_HEADER, FakeProvider
+from tests._helpers import joined, waited
 from tests._otel import attribute_values
 from tests._server import Reply, SSEServer
 
@@ -224,7 +225,7 @@ class _RawUpstream:
 
     def close(self) -> None:
         self.listener.close()
-        self.thread.join(MAX_WAIT)
+        joined(self.thread, MAX_WAIT)
 
 
 class _HoldingUpstream(_RawUpstream):
@@ -256,7 +257,7 @@ def test_a_client_that_leaves_cancels_the_upstream_request() -> None:
                 first = next(response.iter_raw())
                 assert first.startswith(b"data: ")
             # the client closed its connection mid-stream: the proxy closes the upstream's
-            assert upstream.closed_by_peer.wait(MAX_WAIT)
+            assert waited(upstream.closed_by_peer.wait, MAX_WAIT)
             (span,) = proxy.stream_spans()
             attributes = dict(span.attributes or {})
             assert attributes[semconv.OUTCOME] == "cancelled"

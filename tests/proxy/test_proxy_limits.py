@@ -30,6 +30,7 @@ from aiohttp.client_reqrep import ConnectionKey
 from otelsse import semconv
 from otelsse.proxy._app import _before_answer, refusal
 from otelsse.proxy._server import FD_RESERVE
+from tests._helpers import joined
 
 from .conftest import (
     MAX_WAIT,
@@ -188,7 +189,7 @@ def test_a_head_that_trickles_is_a_408(recording: RecordingUpstream) -> None:
             answer = until_closed(sock)
         finally:
             stop.set()
-            sender.join(MAX_WAIT)
+            joined(sender, MAX_WAIT)
     assert status_and_error(answer) == (408, "request_timeout")
     assert recording.received == []
 

@@ -18,6 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from otelsse._demo.provider import JOB_HEADER, SCENARIO_HEADER, FakeProvider
+from tests._helpers import waited
 from tests.sre._otlp import Received, http_receiver
 
 from .conftest import MAX_WAIT, wait_for
@@ -162,7 +163,7 @@ def test_sigterm_lets_a_stream_in_flight_finish_then_exits_0(
         wait_for(lambda: not _accepts(drain.base), "the listener to close")
         rest = b"".join(drain.rest)  # the stream in flight still ends whole
         assert rest.endswith(b"data: [DONE]\n\n")
-        assert drain.process.wait(MAX_WAIT) == 0
+        assert waited(drain.process.wait, MAX_WAIT) == 0
         # flushed before the exit
         assert [s["otelsse.outcome"] for s in drain.stream_spans()] == ["complete"]
 
@@ -183,7 +184,7 @@ def test_past_the_drain_timeout_a_stream_is_cancelled_for_shutdown(
     with sigterm_mid_stream(slow_provider, "0.5", "timeout", "2") as drain:
         with pytest.raises(httpx.RemoteProtocolError):  # cut, never a clean end
             b"".join(drain.rest)
-        assert drain.process.wait(MAX_WAIT) == 0
+        assert waited(drain.process.wait, MAX_WAIT) == 0
         (stream,) = drain.stream_spans()
     assert stream["otelsse.outcome"] == "cancelled"
     assert stream["otelsse.cancel_reason"] == "shutdown"
@@ -268,7 +269,7 @@ def test_processes_sharing_a_port_each_serve_and_one_leaving_leaves_the_others(
 
         assert [answered() for _ in range(4)] == [200] * 4
         first.send_signal(signal.SIGTERM)
-        assert first.wait(MAX_WAIT) == 0
+        assert waited(first.wait, MAX_WAIT) == 0
         assert [answered() for _ in range(4)] == [200] * 4  # the other one serves them all
         assert second.poll() is None
 
@@ -282,7 +283,7 @@ def test_each_signal_follows_its_own_variables(provider: FakeProvider) -> None:
                 f"{base}/fake{CHAT}", json=BODY, headers={SCENARIO_HEADER: "complete"}, timeout=30
             )
             process.send_signal(signal.SIGTERM)
-            assert process.wait(MAX_WAIT) == 0
+            assert waited(process.wait, MAX_WAIT) == 0
         assert [s["otelsse.outcome"] for s in spans_in(received) if "otelsse.outcome" in s] == [
             "complete"
         ]

@@ -28,6 +28,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from otelsse import semconv
 from otelsse.proxy._app import MAX_RESPONSE_HEADERS, MAX_RESPONSE_LINE_BYTES
+from tests._helpers import waited
 
 from .conftest import MAX_WAIT, RunningProxy, config_for, start_proxy, wait_for
 
@@ -399,7 +400,7 @@ def test_an_answer_the_proxy_cannot_relay_is_a_502_that_says_why(
     assert (server.attributes or {})[semconv.HTTP_RESPONSE_STATUS_CODE] == 502
     assert server.status.status_code is StatusCode.ERROR
     # the upstream's connection is not kept for another request
-    assert upstream.event("closed", path).wait(MAX_WAIT)
+    assert waited(upstream.event("closed", path).wait, MAX_WAIT)
 
 
 # -- a client that leaves --------------------------------------------------------------------
@@ -442,7 +443,7 @@ def _until_in_phase(
             assert chunk, received
             received += chunk
     else:
-        assert upstream.event("asked", path).wait(MAX_WAIT)
+        assert waited(upstream.event("asked", path).wait, MAX_WAIT)
     return received
 
 
@@ -457,7 +458,7 @@ def test_a_client_that_leaves_at_any_moment_cancels_the_upstream_request(
         _until_in_phase(sock, upstream, path, phase)
     # The client closed its connection: the proxy closes the upstream's at once (its idle
     # timeout, 300 s, is far past this wait).
-    assert upstream.event("closed", path).wait(MAX_WAIT)
+    assert waited(upstream.event("closed", path).wait, MAX_WAIT)
     server = _server_span(proxy, path)
     assert (server.attributes or {})[semconv.ERROR_TYPE] == "client_disconnect"
     stream = dict(_stream_span(proxy, server).attributes or {})
@@ -517,7 +518,7 @@ def test_past_the_drain_every_request_alive_gets_the_proxys_answer_and_a_shutdow
     if stream is not None:
         assert (stream.attributes or {})[semconv.OUTCOME] == "cancelled"
         assert (stream.attributes or {})[semconv.CANCEL_REASON] == "shutdown"
-        assert upstream.event("closed", path).wait(MAX_WAIT)
+        assert waited(upstream.event("closed", path).wait, MAX_WAIT)
     # the drain's end is the proxy's business, not a crash: no traceback (uvicorn's own line
     # says the drain ran out)
     messages = [r.getMessage() for r in records.records]

@@ -19,6 +19,7 @@ import pytest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from otelsse import semconv
+from tests._helpers import waited
 
 from ._e2e import demo_process, wait_for_summary
 from ._otlp import RECEIVERS, Received
@@ -49,7 +50,7 @@ def exported(
         with demo_process(Path(tmp), *arguments) as (demo, summary_file):
             summary = wait_for_summary(demo, summary_file, tmp)
             # Without --prometheus-port the demo exits by itself, after flushing its exporters.
-            assert demo.wait(timeout=60) == 0
+            assert waited(demo.wait, 60) == 0
         yield summary, received
 
 

@@ -62,6 +62,7 @@ from otelsse import (
 from otelsse.gate import FINAL_STATES
 from otelsse.semconv import prometheus_label, prometheus_series
 from tests._fixtures import FIXTURES
+from tests._helpers import joined
 from tests._otel import attribute_values
 from tests._server import Reply, SSEServer
 
@@ -281,7 +282,7 @@ class ExportingGate:
         self.ledger.close()
         self._server.shutdown()
         self._server.server_close()
-        self._thread.join(30)
+        joined(self._thread, 30)
         self._meter_provider.shutdown()
         self._tracer_provider.shutdown()
 
