@@ -32,6 +32,7 @@ compare the two builds or the two decodings (``tests/core/test_framing_speedups.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,6 +40,11 @@ import pytest
 
 from otelsse._core import framing
 from otelsse._core import json as core_json
+
+# pytest caches each test module's rewritten asserts as bytecode unless writing bytecode is off
+# (PYTHONDONTWRITEBYTECODE, set on some machines): then every run rewrites every test module
+# again, seconds of each fast loop. The test session writes it (under __pycache__, ignored).
+sys.dont_write_bytecode = False
 
 #: The tier markers besides ``fast``.
 TIERS = ("matrix", "e2e", "slow")
