@@ -9,8 +9,15 @@ in a ``Style``: a reading method and, where it takes one, a chunk size.
   ``SYNC_CLIENTS`` (one per library), ``ASYNC_CLIENTS``; the
   ``client``/``sync_client``/``async_client``/``client_style`` fixtures in ``conftest.py``.
 - ``Client.styles``: every read style of that client; ``default_style``: the usual one
-  (decoded bytes in network-sized pieces); ``sized_styles``: the two that take a chunk size.
+  (decoded bytes in network-sized pieces); ``sized_styles``: the two that take a chunk size;
+  ``raw_style``: the read of the coded bytes as they came.
 - ``ERRORS`` / ``Client.raises(kind)``: the client's own exceptions, one table.
+- What an application sees of a response in each client's words: ``Client.response_class``,
+  ``source_class``, ``body_source``, ``status``, ``request_line``.
+- ``Session``/``AsyncSession``: ``send``/``stream``/``post``/``head``, ``chunks`` (the body in a
+  style), ``close`` (the response), ``close_chunks`` (the application's iterator).
+- ``Client.holds_abandoned`` and ``AsyncSession.let_go``: what ends a response the application
+  dropped before its body ended (its collection; for aiohttp, its connection letting it go).
 - ``Got``, ``read``/``aread`` (``READ``), ``fetch``: read everything and keep what the
   application got, or the exception it caught.
 - ``App``, ``run``: one application behaviour in its sync and async dialect, run on a fresh
@@ -26,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import inspect
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -122,7 +130,7 @@ class Style:
     def at_most_size(self) -> bool:
         """Its size is a ceiling, not the piece size: aiohttp's ``read(n)``/``iter_chunked(n)``
         hand over what has arrived, up to ``n`` bytes, so their split follows the network."""
-        return self.name in ("content.read", "content.iter_chunked")
+        return self.name in ("content.read", "content.iter_chunked", "coded.iter_chunked")
 
 
 def _until_empty(read: Callable[[], bytes]) -> Iterator[bytes]:
@@ -183,6 +191,8 @@ _READS: dict[str, Callable[[Any, int | None], Any]] = {
     # aiohttp: ``response.content`` is its ``StreamReader``; ``async for`` on it reads lines
     "content.iter_any": lambda r, n: r.content.iter_any(),
     "content.iter_chunked": lambda r, n: r.content.iter_chunked(n or _CHUNK),
+    # the same on a request sent with ``auto_decompress=False`` (``AsyncSession._request``)
+    "coded.iter_chunked": lambda r, n: r.content.iter_chunked(n or _CHUNK),
     "content.iter_chunks": lambda r, n: _data(r.content.iter_chunks()),
     "content.readany": lambda r, n: _auntil_empty(r.content.readany),
     "content.read": lambda r, n: _auntil_empty(lambda: r.content.read(n or _CHUNK)),
@@ -194,7 +204,10 @@ _READS: dict[str, Callable[[Any, int | None], Any]] = {
     "response.read": lambda r, n: _once(r.read),
     "response.text": lambda r, n: _once(r.text),
 }
-_RAW = {"iter_raw", "aiter_raw", "raw.read-all", "raw.read", "raw.read1", "raw.stream"}
+_RAW = {
+    "iter_raw", "aiter_raw", "raw.read-all", "raw.read", "raw.read1", "raw.stream",
+    "coded.iter_chunked",
+}  # fmt: skip
 #: ``client.post(...)`` / requests' ``stream=False``: the client reads the body itself.
 UNSTREAMED = Style("unstreamed")
 
@@ -215,7 +228,8 @@ _STYLES: dict[tuple[str, bool], tuple[Style, ...]] = {
     ),
     ("aiohttp", True): (
         Style("content.iter_any"), Style("content.iter_chunked", 1),
-        Style("content.iter_chunked", 512), Style("content.iter_chunks"),
+        Style("content.iter_chunked", 512), Style("coded.iter_chunked", 512),
+        Style("content.iter_chunks"),
         Style("content.readany"), Style("content.read", 333), Style("content.read-all"),
         Style("content.readline"), Style("content.readuntil"), Style("content.readexactly", 100),
         Style("content.lines"),
@@ -228,6 +242,13 @@ _SIZED: dict[tuple[str, bool], tuple[str, str]] = {
     ("httpx", True): ("aiter_raw", "aiter_bytes"),
     ("requests", False): ("iter_content", "raw.read"),
     ("aiohttp", True): ("content.iter_chunked", "content.read"),
+}
+#: The read of the coded bytes as they came (requests leaves ``raw.decode_content`` False).
+_RAW_STYLE: dict[tuple[str, bool], str] = {
+    ("httpx", False): "iter_raw",
+    ("httpx", True): "aiter_raw",
+    ("requests", False): "raw.read",
+    ("aiohttp", True): "coded.iter_chunked",
 }
 
 
@@ -325,6 +346,12 @@ class Client:
         first, second = _SIZED[self._kind]
         return Style(first), Style(second)
 
+    @property
+    def raw_style(self) -> Style:
+        """The read of the coded bytes as they came (size unset): httpx ``iter_raw``/
+        ``aiter_raw``, requests ``raw.read``, aiohttp ``iter_chunked`` without decompressing."""
+        return Style(_RAW_STYLE[self._kind])
+
     def raises(self, kind: Kind) -> ClientError:
         return ERRORS[self.library, kind]
 
@@ -344,9 +371,53 @@ class Client:
             return response.content
         return response.raw if self.library == "requests" else response.stream
 
+    @property
+    def response_class(self) -> type:
+        """The class of this client's responses."""
+        return aiohttp.ClientResponse if self.library == "aiohttp" else self.module.Response  # type: ignore[no-any-return]
+
+    @property
+    def source_class(self) -> type:
+        """What the body source is an instance of: httpx's ``SyncByteStream``/
+        ``AsyncByteStream``, urllib3's ``HTTPResponse``, aiohttp's ``StreamReader``."""
+        if self.library == "aiohttp":
+            return aiohttp.StreamReader
+        if self.library == "requests":
+            return urllib3.response.HTTPResponse
+        return self.module.AsyncByteStream if self.is_async else self.module.SyncByteStream  # type: ignore[no-any-return]
+
     def status(self, response: Any) -> int:
         """The response's status code."""
         return int(response.status if self.library == "aiohttp" else response.status_code)
+
+    def closed(self, response: Any) -> bool:
+        """Whether the response reports itself closed: httpx ``is_closed``, requests
+        ``raw.closed``, aiohttp ``closed``."""
+        if self.library == "requests":
+            return bool(response.raw.closed)
+        return bool(response.closed if self.library == "aiohttp" else response.is_closed)
+
+    def request_line(self, response: Any) -> tuple[str, str]:
+        """The method and URL of the request the response answers."""
+        if self.library == "aiohttp":
+            return response.method, str(response.url)
+        return response.request.method, str(response.request.url)
+
+    @property
+    def runs_under_trio(self) -> bool:
+        """An async client that runs under trio as under asyncio: httpx's ``AsyncClient`` (on
+        anyio); aiohttp runs on asyncio only."""
+        return self.is_async and self.library != "aiohttp"
+
+    @property
+    def holds_abandoned(self) -> bool:
+        """Whether the client itself holds a response the application dropped before its body
+        ended. aiohttp does: the connection in the session's pool holds the body reader, which
+        holds the response's end-of-body callback, so the response (and its stream) lives on
+        until aiohttp lets it go: the body ends, the connection drops or times out, the session
+        closes (``AsyncSession.let_go``). The others hold nothing: the application's last
+        reference was the only one, and the response's collection ends its stream."""
+        return self.library == "aiohttp"
 
 
 CLIENTS = (
@@ -438,11 +509,20 @@ class Session(_Base):
             return self.http.post(url, stream=False, timeout=self._timeout(), **request)  # type: ignore[no-any-return]
         return contextlib.nullcontext(self.http.post(url, **request))
 
+    def head(self, url: str, **request: Any) -> int:
+        """A HEAD request; its status."""
+        return self.client.status(self.http.head(url, **request))
+
+    def close(self, response: Any) -> None:
+        """The application closes a streaming response: ``response.close()``."""
+        response.close()
+
 
 class AsyncSession(_Base):
     """The async twin of ``Session``: an httpx/httpx2 ``AsyncClient`` or an aiohttp
     ``ClientSession`` (whose responses always stream: ``send`` and ``stream`` are ``post``
-    without and with ``async with``, ``post`` reads the body with ``response.read()``)."""
+    without and with ``async with``, ``post`` reads the body with ``response.read()``; a raw
+    style asks for the coded bytes with ``auto_decompress=False``)."""
 
     async def __aenter__(self) -> AsyncSession:
         assert self.client.is_async
@@ -456,22 +536,34 @@ class AsyncSession(_Base):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.http.__aexit__(None, None, None)
 
-    def _request(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _request(  # type: ignore[override]
+        self, request: dict[str, Any], style: Style | None = None
+    ) -> dict[str, Any]:
+        """As the sync one's, for a body to be read in ``style`` (the session's by default)."""
         request = super()._request(request)
-        if self.client.library == "aiohttp" and "content" in request:  # httpx's raw body
-            request = {**request, "data": request.pop("content")}
+        if self.client.library == "aiohttp":
+            if "content" in request:  # httpx's raw body
+                request = {**request, "data": request.pop("content")}
+            if (style or self.style).raw:  # the coded bytes: aiohttp decodes unless told not to
+                request = {**request, "auto_decompress": False}
         return request
 
-    async def send(self, url: str, **request: Any) -> Any:
-        request = self._request(request)
+    async def send(self, url: str, *, style: Style | None = None, **request: Any) -> Any:
+        """A streaming response the application manages itself (no ``async with``), to be read
+        in ``style`` (the session's by default)."""
+        request = self._request(request, style)
         if self.client.library == "aiohttp":
             return await self.http.post(url, **request)
         return await self.http.send(self.http.build_request("POST", url, **request), stream=True)
 
-    def stream(self, url: str, **request: Any) -> contextlib.AbstractAsyncContextManager[Any]:
+    def stream(
+        self, url: str, *, style: Style | None = None, **request: Any
+    ) -> contextlib.AbstractAsyncContextManager[Any]:
+        """The client's own async context manager around a streaming response."""
+        request = self._request(request, style)
         if self.client.library == "aiohttp":
-            return self.http.post(url, **self._request(request))  # type: ignore[no-any-return]
-        return self.http.stream("POST", url, **self._request(request))  # type: ignore[no-any-return]
+            return self.http.post(url, **request)  # type: ignore[no-any-return]
+        return self.http.stream("POST", url, **request)  # type: ignore[no-any-return]
 
     async def post(self, url: str, **request: Any) -> Any:
         response = await self.http.post(url, **self._request(request))
@@ -482,6 +574,36 @@ class AsyncSession(_Base):
     def body(self, response: Any) -> bytes:
         """The body an unstreamed ``post`` read."""
         return response._body if self.client.library == "aiohttp" else response.content  # type: ignore[no-any-return]
+
+    async def head(self, url: str, **request: Any) -> int:
+        """A HEAD request; its status (aiohttp's response released)."""
+        if self.client.library == "aiohttp":
+            async with self.http.head(url, **request) as response:
+                return self.client.status(response)
+        return self.client.status(await self.http.head(url, **request))
+
+    async def close(self, response: Any) -> None:
+        """The application closes a streaming response: httpx ``await response.aclose()``,
+        aiohttp ``response.release()`` (which closes a connection whose body is unfinished;
+        ``test_aiohttp.py`` has its ``close()``)."""
+        if self.client.library == "aiohttp":
+            response.release()
+        else:
+            await response.aclose()
+
+    @staticmethod
+    async def close_chunks(chunks: Any) -> None:
+        """The application closes the iterator it stopped reading: an async generator (httpx's
+        ``aiter_*``) is closed with ``aclose()``; aiohttp's own iterators hold nothing to close."""
+        if inspect.isasyncgen(chunks):
+            await chunks.aclose()
+
+    async def let_go(self) -> None:
+        """Make the client let go of the responses the application dropped unfinished
+        (``Client.holds_abandoned``): aiohttp's session closes its connections, which held
+        them, and serves no more requests; httpx held none."""
+        if self.client.holds_abandoned:
+            await self.http.close()
 
 
 # --------------------------------------------------------------------------------------------
@@ -620,7 +742,7 @@ async def aread(
             on_headers()
             got.parts.append(http.body(response))
             return got
-        async with http.stream(url, **request) as response:
+        async with http.stream(url, style=got.style, **request) as response:
             got.headers_in(http.client, response)
             on_headers()
             async for part in http.chunks(response, got.style):

@@ -81,7 +81,8 @@ TIMED_SOURCES = [
     pytest.param(source, marks=pytest.mark.e2e) if source in HTTP_SOURCES else source
     for source in SOURCES
 ]
-ASYNC_HTTP = [str(client) for client in CLIENTS if client.is_async]
+#: The async clients that run under trio (aiohttp runs on asyncio only).
+ASYNC_HTTP = [str(client) for client in CLIENTS if client.runs_under_trio]
 
 #: Outer bound on any wait: a reader that hangs fails the test instead of blocking the run.
 OUTER = 20.0
@@ -409,9 +410,7 @@ class Ran:
 
 
 def response_closed(client: Client, response: Any) -> bool:
-    if client.library == "requests":
-        return bool(response.raw.closed)
-    return bool(response.is_closed)
+    return client.closed(response)
 
 
 def read_http(

@@ -85,11 +85,9 @@ def coded(body: Callable[[], bytes], coding: str) -> bytes:
 
 
 def raw_style(client: Client) -> Style:
-    """The client's read of the coded bytes as they came: httpx ``iter_raw``/``aiter_raw``,
-    requests ``raw.read``."""
-    if client.library == "requests":
-        return Style("raw.read", 8192)
-    return Style("aiter_raw" if client.is_async else "iter_raw", 8192)
+    """The client's read of the coded bytes as they came (``Client.raw_style``), 8 KiB at a
+    time."""
+    return client.raw_style.sized(8192)
 
 
 @pytest.fixture
@@ -211,12 +209,11 @@ def test_a_corrupt_gzip_body_is_truncated_for_every_client_and_never_otelsse_s_f
 
 
 def _head_sync(http: Session, url: str) -> int:
-    return int(http.http.head(url, headers={"accept": "text/event-stream"}).status_code)
+    return http.head(url, headers={"accept": "text/event-stream"})
 
 
 async def _head_async(http: AsyncSession, url: str) -> int:
-    response = await http.http.head(url, headers={"accept": "text/event-stream"})
-    return int(response.status_code)
+    return await http.head(url, headers={"accept": "text/event-stream"})
 
 
 @pytest.mark.parametrize("path", [CHAT, UNKNOWN_PATH])
