@@ -5,9 +5,9 @@ application opens a ``Session`` (``AsyncSession``) of it, sends a POST (``send``
 ``stream`` with the client's own context manager, or an unstreamed ``post``) and reads the body
 in a ``Style``: a reading method and, where it takes one, a chunk size.
 
-- ``CLIENTS`` (the five of httpx, httpx2 and requests), ``AIOHTTP`` (kept apart, see there),
-  ``SYNC_CLIENTS`` (one per library), ``ASYNC_CLIENTS``; the
-  ``client``/``sync_client``/``async_client``/``client_style`` fixtures in ``conftest.py``.
+- ``CLIENTS`` (the six of httpx, httpx2, requests and aiohttp), ``SYNC_CLIENTS`` (one per
+  library that has one), ``ASYNC_CLIENTS``; the ``client``/``sync_client``/``async_client``/
+  ``client_style`` fixtures in ``conftest.py``.
 - ``Client.styles``: every read style of that client; ``default_style``: the usual one
   (decoded bytes in network-sized pieces); ``sized_styles``: the two that take a chunk size;
   ``raw_style``: the read of the coded bytes as they came.
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
     from tests._otel import Telemetry
 
 __all__ = [
-    "AIOHTTP",
     "ASYNC_CLIENTS",
     "CLIENTS",
     "ERRORS",
@@ -426,11 +425,8 @@ CLIENTS = (
     Client("httpx2"),
     Client("httpx2", is_async=True),
     Client("requests"),
+    Client("aiohttp", is_async=True),
 )
-#: aiohttp's ``ClientSession``: the harness reads it like the others, but the shared tests that
-#: call another client's API (httpx's ``aclose()``, ``aiter_raw``) cannot run it yet, so it is
-#: kept out of ``CLIENTS``; ``tests/instrumentation/test_aiohttp.py`` runs the others on it.
-AIOHTTP = Client("aiohttp", is_async=True)
 SYNC_CLIENTS = tuple(c for c in CLIENTS if not c.is_async)
 ASYNC_CLIENTS = tuple(c for c in CLIENTS if c.is_async)
 

@@ -1,9 +1,9 @@
 """Shared fixtures.
 
 ``otel``: otelsse instrumented against a real in-memory OpenTelemetry SDK. ``server``: a running
-``SSEServer``. ``client`` (each of the five clients), ``sync_client`` (one per library),
-``async_client`` (the two async ones) and ``client_style`` (every client with every one of its
-read styles): the client harness of ``tests/_clients.py``.
+``SSEServer``. ``client`` (each of the six clients), ``sync_client`` (one per library that has
+one), ``async_client`` (the three async ones) and ``client_style`` (every client with every one
+of its read styles): the client harness of ``tests/_clients.py``.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def server() -> Iterator[SSEServer]:
 
 @pytest.fixture(params=CLIENTS, ids=str)
 def client(request: pytest.FixtureRequest) -> Client:
-    """Each client: httpx and httpx2, sync and async, and requests."""
+    """Each client: httpx and httpx2, sync and async, requests and aiohttp."""
     return request.param  # type: ignore[no-any-return]
 
 
@@ -60,7 +60,7 @@ def sync_client(request: pytest.FixtureRequest) -> Client:
 
 @pytest.fixture(params=ASYNC_CLIENTS, ids=str)
 def async_client(request: pytest.FixtureRequest) -> Client:
-    """Each async client: httpx and httpx2."""
+    """Each async client: httpx, httpx2 and aiohttp."""
     return request.param  # type: ignore[no-any-return]
 
 

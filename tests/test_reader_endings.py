@@ -72,7 +72,7 @@ FATAL = {
     GEMINI: "synthetic/gemini-midstream-error.sse",
 }
 
-#: Every source the reader takes: the five HTTP clients, and plain (async) iterables of bytes.
+#: Every source the reader takes: the six HTTP clients, and plain (async) iterables of bytes.
 HTTP_SOURCES = {str(client): client for client in CLIENTS}
 SOURCES = [*HTTP_SOURCES, "iterable", "async-iterable"]
 #: The same, for a test that waits on a peer's stall or trickle: in real time over HTTP (the

@@ -3,9 +3,9 @@
     python -m tests.apps.stream_app URL [URL ...]     (from the repository root)
 
 Each URL is streamed once through every client of the test harness (``tests/_clients.py``:
-httpx and httpx2, sync and async, and requests), reading the body as it arrives in the client's
-default style. On stderr it prints one line, ``APP-RESULT {url: {client: sha256 of the body
-received}}``, so that a test can check the application was unaffected. The tests also import
+httpx and httpx2, sync and async, requests and aiohttp), reading the body as it arrives in the
+client's default style. On stderr it prints one line, ``APP-RESULT {url: {client: sha256 of the
+body received}}``, so that a test can check the application was unaffected. The tests also import
 ``stream`` to drive the same code in-process.
 
 It is a module of the ``tests`` package so that it reads with the harness's clients: the

@@ -1,10 +1,11 @@
-"""A hostile or broken server, through the five clients: what it costs otelsse and what it is
+"""A hostile or broken server, through the six clients: what it costs otelsse and what it is
 called.
 
 Each test serves its body from ``SSEServer`` (tests/_server.py, raw sockets on 127.0.0.1) and
-reads it with httpx, httpx2 (sync and async) or requests (the harness of tests/_clients.py), with
-otelsse instrumented against a real OpenTelemetry SDK (the ``otel`` fixture). The same read with
-otelsse uninstrumented is the reference: the application's bytes and exceptions must not change.
+reads it with httpx, httpx2 (sync and async), requests or aiohttp (the harness of
+tests/_clients.py), with otelsse instrumented against a real OpenTelemetry SDK (the ``otel``
+fixture). The same read with otelsse uninstrumented is the reference: the application's bytes
+and exceptions must not change.
 
 - A compression bomb read raw (what a gateway forwarding bytes does, so otelsse decodes it
   itself) costs otelsse a few of the monitor's ceilings of memory (``tracemalloc``'s peak, over
@@ -34,6 +35,7 @@ import otelsse
 from otelsse import semconv
 from otelsse._monitor import Limits
 from tests._clients import (
+    CLIENTS,
     App,
     AsyncSession,
     Client,
@@ -179,7 +181,19 @@ def corrupt_gzip() -> bytes:
     return wire[:middle] + flipped + wire[middle + 16 :]
 
 
-@pytest.mark.parametrize("raw", [False, True], ids=["decoded", "raw"])
+#: Each client reading decoded and raw; aiohttp raw only: before a body it cannot decode fails,
+#: it hands over as much as timing lets it, and on a kept-alive connection it sometimes never
+#: reports the failure and waits out the read timeout (without otelsse too).
+CORRUPT_READS = [
+    (c, raw) for c in CLIENTS for raw in (False, True) if raw or c.library != "aiohttp"
+]
+
+
+@pytest.mark.parametrize(
+    ("client", "raw"),
+    CORRUPT_READS,
+    ids=[f"{c}-{'raw' if r else 'decoded'}" for c, r in CORRUPT_READS],
+)
 def test_a_corrupt_gzip_body_is_truncated_for_every_client_and_never_otelsse_s_fault(
     otel: Telemetry, server: SSEServer, client: Client, raw: bool
 ) -> None:

@@ -2,11 +2,12 @@
 
 Every test starts ``SSEServer`` (tests/_server.py, raw sockets on 127.0.0.1) serving a recorded
 OpenAI chat stream on ``/v1/chat/completions`` and reads it with ``"stream": true`` through each
-of the five clients (httpx, httpx2, each sync and async, and requests: the harness in
+of the six clients (httpx, httpx2, each sync and async, requests and aiohttp: the harness in
 tests/_clients.py), instrumented by the ``otel`` fixture against a real OpenTelemetry SDK with
 in-memory exporters. The application side is written the way applications are: ``for``/``async
 for`` over the body, ``with``/``async with``, ``close()``, ``break``, exceptions, task
-cancellation, dropping the response.
+cancellation, dropping the response. A response aiohttp itself holds once the application
+dropped it (``Client.holds_abandoned``) ends when aiohttp lets it go.
 
 What it proves:
 

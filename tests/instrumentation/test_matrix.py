@@ -1,11 +1,11 @@
-"""The instrumentation's server matrix: every fixture and every misbehaviour through five clients.
+"""The instrumentation's server matrix: every fixture and every misbehaviour through six clients.
 
-An application posts ``{"stream": true, ...}`` with httpx, httpx2 (each sync and async) or requests
-to ``SSEServer`` (tests/_server.py: raw sockets on 127.0.0.1, bodies written in pieces, Nagle
-off), reads the body in one of the ways real applications do, and keeps whatever it got: the
-bytes/text/lines, or the client's own exception (the clients, their read styles and exceptions
-are the harness's: tests/_clients.py). otelsse is instrumented against a real OpenTelemetry SDK
-(the ``otel`` fixture: in-memory span exporter and metric reader).
+An application posts ``{"stream": true, ...}`` with httpx, httpx2 (each sync and async), requests
+or aiohttp to ``SSEServer`` (tests/_server.py: raw sockets on 127.0.0.1, bodies written in
+pieces, Nagle off), reads the body in one of the ways real applications do, and keeps whatever
+it got: the bytes/text/lines, or the client's own exception (the clients, their read styles and
+exceptions are the harness's: tests/_clients.py). otelsse is instrumented against a real
+OpenTelemetry SDK (the ``otel`` fixture: in-memory span exporter and metric reader).
 
 It proves, per client:
 
@@ -21,8 +21,10 @@ It proves, per client:
    same exception as without instrumentation (the same read with otelsse uninstrumented, in the
    same test, is the reference) and the exception is the client's own class;
 3. every read style (httpx ``iter_*``/``read``/async twins/``stream=False``; requests
-   ``iter_content``/``iter_lines``/``raw.*``/``.content``/``.text``/``stream=False``), on a
-   plain and a gzip body, ends one complete span and hands over what the uninstrumented read gives;
+   ``iter_content``/``iter_lines``/``raw.*``/``.content``/``.text``/``stream=False``; aiohttp
+   ``response.content``'s reads and iterators, ``auto_decompress=False``, ``read()``/``text()``),
+   on a plain and a gzip body, ends one complete span and hands over what the uninstrumented
+   read gives;
 4. a non-SSE answer passes through untouched (no span, no stream metric, same object types),
    while an SSE answer on an unknown path, without any stream flag, is observed and its route
    sniffed.

@@ -80,7 +80,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import otelsse
 from otelsse import semconv
 from otelsse._instrumentor import SSEInstrumentor
-from tests._clients import Client, Session, Style
+from tests._clients import CLIENTS, Client, Session, Style
 from tests._fixtures import EXPECTED, read_fixture
 from tests._helpers import event_ends
 from tests._otel import Telemetry
@@ -351,6 +351,12 @@ TRANSPORTS: dict[str, tuple[Case, Any]] = {
     ),
 }
 SYNC_ASYNC = pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+#: The coexistence tests run on the clients of ``TRANSPORTS``' libraries: those with a contrib
+#: HTTP instrumentation installed (aiohttp's, opentelemetry-instrumentation-aiohttp-client, is
+#: not a dependency).
+CONTRIB_CLIENTS = pytest.mark.parametrize(
+    "client", [c for c in CLIENTS if c.library in TRANSPORTS], ids=str
+)
 
 
 def stop_never(item: Any) -> bool:
@@ -646,6 +652,7 @@ def http_spans(telemetry: Telemetry) -> list[ReadableSpan]:
     return [s for s in telemetry.spans(None) if s.name != semconv.SPAN_NAME]
 
 
+@CONTRIB_CLIENTS
 @pytest.mark.parametrize("contrib_first", [True, False], ids=["contrib-first", "otelsse-first"])
 def test_contrib_http_span_is_a_child_of_the_stream_span(
     client: Client, contrib_first: bool
@@ -727,6 +734,7 @@ def beside_contrib(client: Client) -> Iterator[tuple[Case, Telemetry, Callable[[
             yield case, telemetry, lambda: run(case, root, client.is_async) == plain
 
 
+@CONTRIB_CLIENTS
 def test_suppressed_instrumentation_makes_no_span_and_no_point(client: Client) -> None:
     with beside_contrib(client) as (case, telemetry, runs_as_plain):
         with suppress_instrumentation():
@@ -741,6 +749,7 @@ def test_suppressed_instrumentation_makes_no_span_and_no_point(client: Client) -
         assert_recorded(telemetry, case, "complete", "tool_calls")
 
 
+@CONTRIB_CLIENTS
 def test_suppressed_http_instrumentation_still_observes_the_stream(client: Client) -> None:
     with beside_contrib(client) as (case, telemetry, runs_as_plain):
         with suppress_http_instrumentation():
