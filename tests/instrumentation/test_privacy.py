@@ -434,11 +434,22 @@ def every_log(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFix
     ]
     for logger in isolated:
         logger.addHandler(caplog.handler)
+    # The HTTP stack's records as its loggers made them: LiteLLM, once another test imported it,
+    # has put a filter on httpx's logger that redacts the URL's query (and the marker in it).
+    lifted = {
+        logging.getLogger(name): logging.getLogger(name).filters[:] for name in HTTP_STACK_LOGGERS
+    }
+    for logger, filters in lifted.items():
+        for found in filters:
+            logger.removeFilter(found)
     try:
         yield caplog
     finally:
         for logger in isolated:
             logger.removeHandler(caplog.handler)
+        for logger, filters in lifted.items():
+            for found in filters:
+                logger.addFilter(found)
 
 
 _FORMATTER = logging.Formatter("%(name)s %(levelname)s %(message)s")
