@@ -136,11 +136,14 @@ try:
     import msgspec
 
     _msgspec_decode = msgspec.json.Decoder().decode
+    #: What msgspec raises for a text it does not take: its own errors (a ``ValueError`` only
+    #: from msgspec 0.21 on), a ``UnicodeEncodeError`` for a raw lone surrogate.
+    _MSGSPEC_REFUSALS = (ValueError, msgspec.MsgspecError)
 
     def _loads_msgspec(text: str) -> Any:
         try:
             value = _msgspec_decode(text)
-        except (ValueError, RecursionError):  # msgspec's DecodeError is a ValueError
+        except (*_MSGSPEC_REFUSALS, RecursionError):
             # msgspec also refuses a raw lone surrogate in a string (UnicodeEncodeError), which
             # a tool call's joined argument fragments can hold after their own JSON decoding.
             value = _strict_decode_any_stack(text)  # raises unless the grammar allows it
@@ -204,7 +207,7 @@ def typed_decoder(shape: type[_Shape]) -> Callable[[str], _Shape | None] | None:
     def read(text: str) -> _Shape | None:
         try:
             return decode(text)
-        except ValueError:  # msgspec's errors; UnicodeEncodeError for a raw lone surrogate
+        except (ValueError, msgspec.MsgspecError):  # as _MSGSPEC_REFUSALS says
             return None
 
     return read

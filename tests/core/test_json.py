@@ -167,3 +167,34 @@ def test_a_reading_does_not_depend_on_how_deep_the_caller_is(text: str) -> None:
         assert _from_depth(room, functools.partial(_reading, decode, text)) == shallow
     if trailing is not None:
         assert _from_depth(room, lambda: otelsse_json.has_trailing_data(text)) is trailing
+
+
+def test_a_msgspec_refusal_that_is_no_value_error_is_read_as_a_refusal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """msgspec before 0.21 raised errors that are not ``ValueError`` (its ``MsgspecError``
+    base): they must stay refusals, read again by the strict reading, never escape (a stream
+    would end ``internal_error``). The same for a route's typed reading."""
+    import msgspec
+
+    class OldDecodeError(msgspec.MsgspecError):  # as msgspec < 0.21 had it: no ValueError
+        pass
+
+    def old_decode(text: str) -> object:
+        raise OldDecodeError("refused")
+
+    assert not issubclass(OldDecodeError, ValueError)
+    monkeypatch.setattr(otelsse_json, "_msgspec_decode", old_decode)
+    assert otelsse_json.loads('{"a": [1, "\\u00e9"]}') == {"a": [1, "é"]}
+    with pytest.raises(otelsse_json.JSONDecodeError):
+        otelsse_json.loads('{"a": ')
+
+    class Shape(otelsse_json.TypedShape):
+        a: int
+
+    monkeypatch.setattr(
+        msgspec.json, "Decoder", lambda shape: type("D", (), {"decode": old_decode})
+    )
+    read = otelsse_json.typed_decoder(Shape)
+    assert read is not None
+    assert read('{"a": 1}') is None
