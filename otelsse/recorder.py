@@ -343,10 +343,11 @@ class _Tracer(StreamState):
 
 def _trace(body: bytes, route: str, limits: Limits) -> dict[int, list[tuple[str, str]]]:
     """For each event (by its index) the argument fragments the route took from it, in order,
-    with what each becomes: its slice of its call's redacted text."""
-    events = SSEParser(
-        max_line_bytes=limits.max_line_bytes, max_event_bytes=limits.max_event_bytes
-    ).feed(body)
+    with what each becomes: its slice of its call's redacted text. The pending event whose
+    lines have all ended is read too: a stream the application stopped reading dispatches it."""
+    parser = SSEParser(max_line_bytes=limits.max_line_bytes, max_event_bytes=limits.max_event_bytes)
+    events = parser.feed(body)
+    events += parser.dispatch_pending()
     adapter = make_adapter(route)
     state = _Tracer(limits)
     for event in events:
@@ -473,13 +474,16 @@ class _Skeleton:
                 out.append(text[start:end])
             else:
                 block.append((start, content_end, end))
-        self._block(text, block, False, out)
+        # The pending tail: an event when its lines have all ended, as a stream the application
+        # stopped reading dispatches it (StreamMonitor.close); else it can never be one.
+        self._block(text, block, bool(block) and block[-1][1] != block[-1][2], out)
         return "".join(out)
 
     def _block(
         self, text: str, lines: list[tuple[int, int, int]], ended: bool, out: list[str]
     ) -> None:
-        """One event's lines; ``ended``: a blank line followed (else it is the pending tail)."""
+        """One event's lines; ``ended``: they may be dispatched (a blank line followed, or they
+        are a pending tail whose lines have all ended); else data that can never be an event."""
         fields = [field_span(text, start, end) for start, end, _ in lines]
         values: dict[str | None, list[str]] = {}
         for (name, value), (_, end, _) in zip(fields, lines, strict=True):

@@ -165,6 +165,17 @@ def test_every_fixture_replays_to_its_live_report(tmp_path: Path, name: str, chu
     assert len(_skeleton(recording)) == len(body)
 
 
+@pytest.mark.parametrize("name", _ALL_FIXTURES)
+def test_a_stream_stopped_before_its_last_blank_line_replays_to_its_live_report(
+    tmp_path: Path, name: str
+) -> None:
+    """The application stopped reading after the last event's lines, before the blank line
+    that would dispatch it: the monitor takes that pending event as read (a line-based client
+    acts on a line as it ends), so the skeleton must keep it an event, its JSON JSON."""
+    body = read_fixture(name).rstrip(b"\r\n") + b"\n"
+    _replays(_record(tmp_path, body, _route(name), error="cancelled"))
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_a_sniffed_fixture_replays_sniffed(tmp_path: Path, name: str) -> None:
     live = _record(tmp_path, read_fixture(name), "auto", CHUNKINGS["random"])
