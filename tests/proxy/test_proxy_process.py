@@ -62,7 +62,7 @@ def proxy_process(
     nofile: tuple[int, int] | None = None,
 ) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """``otelsse proxy`` on ``port`` (a free one by default), under ``nofile`` if given, once
-    ``/healthz`` answers; killed if still running."""
+    it listens there itself and ``/healthz`` answers; killed if still running."""
     port = port or free_port()
     process = subprocess.Popen(
         proxy_command(port, *flags, nofile=nofile),
@@ -75,6 +75,8 @@ def proxy_process(
 
     def up() -> bool:
         assert process.poll() is None, process.communicate()
+        if not listens(process.pid, port):  # with --reuse-port another one may answer
+            return False
         try:
             return httpx.get(base + "/healthz").status_code == 200
         except httpx.TransportError:
@@ -87,6 +89,30 @@ def proxy_process(
         if process.poll() is None:
             process.kill()
         process.communicate(timeout=MAX_WAIT)
+
+
+def listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` has a TCP socket listening on ``port`` (Linux's /proc: the
+    listening sockets of the port, and the process's open sockets)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as rows:
+            for row in list(rows)[1:]:
+                fields = row.split()
+                local, state, inode = fields[1], fields[3], fields[9]
+                if state == "0A" and int(local.rpartition(":")[2], 16) == port:
+                    inodes.add(f"socket:[{inode}]")
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:
+        return False
+    for descriptor in descriptors:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{descriptor}") in inodes:
+                return True
+        except OSError:  # closed meanwhile
+            continue
+    return False
 
 
 def spans_in(received: Received) -> list[dict[str, object]]:
