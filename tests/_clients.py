@@ -15,7 +15,8 @@ in a ``Style``: a reading method and, where it takes one, a chunk size.
 - What an application sees of a response in each client's words: ``Client.response_class``,
   ``source_class``, ``body_source``, ``status``, ``request_line``.
 - ``Session``/``AsyncSession``: ``send``/``stream``/``post``/``head``, ``chunks`` (the body in a
-  style), ``close`` (the response), ``close_chunks`` (the application's iterator).
+  style); ``AsyncSession.close`` (the response: httpx ``aclose()``, aiohttp ``release()``) and
+  ``close_chunks`` (the application's iterator).
 - ``Client.holds_abandoned`` and ``AsyncSession.let_go``: what ends a response the application
   dropped before its body ended (its collection; for aiohttp, its connection letting it go).
 - ``Got``, ``read``/``aread`` (``READ``), ``fetch``: read everything and keep what the
@@ -373,7 +374,7 @@ class Client:
     @property
     def response_class(self) -> type:
         """The class of this client's responses."""
-        return aiohttp.ClientResponse if self.library == "aiohttp" else self.module.Response  # type: ignore[no-any-return]
+        return aiohttp.ClientResponse if self.library == "aiohttp" else self.module.Response
 
     @property
     def source_class(self) -> type:
@@ -508,10 +509,6 @@ class Session(_Base):
     def head(self, url: str, **request: Any) -> int:
         """A HEAD request; its status."""
         return self.client.status(self.http.head(url, **request))
-
-    def close(self, response: Any) -> None:
-        """The application closes a streaming response: ``response.close()``."""
-        response.close()
 
 
 class AsyncSession(_Base):
