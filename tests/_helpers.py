@@ -152,3 +152,14 @@ def joined(thread: threading.Thread, bound: float) -> None:
     """``thread`` ended, well before ``bound``."""
     waited(thread.join, bound)
     assert not thread.is_alive(), f"{thread.name} did not end within {bound} s"
+
+
+def soon(condition: Callable[[], T], bound: float, what: str) -> T:
+    """``condition()``, polled until it holds, asserted to hold well before ``bound``; its
+    value."""
+    began = time.monotonic()
+    while not (value := condition()):
+        took = time.monotonic() - began
+        assert took < bound * WELL_BEFORE, f"{what}: not within {took:.2f} s of its {bound} s bound"
+        time.sleep(0.001)
+    return value

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 import uuid
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -35,6 +34,7 @@ from otelsse import asgi, semconv
 from otelsse._monitor import Limits, StreamMonitor
 from otelsse._telemetry import Telemetry as OtelsseTelemetry
 from otelsse.asgi import ASGIApp, OtelSSEMiddleware
+from tests._helpers import joined, soon
 
 from ._fixtures import read_fixture
 from ._helpers import event_ends, sse_events
@@ -144,8 +144,7 @@ def server() -> Iterator[_Server]:
         yield _Server(mount, f"http://127.0.0.1:{port}")
     finally:
         running.should_exit = True
-        thread.join(MAX_WAIT)
-        assert not thread.is_alive()
+        joined(thread, MAX_WAIT)
 
 
 @pytest.fixture
@@ -180,10 +179,7 @@ def otel(server: _Server, sdk: Telemetry) -> Iterator[Telemetry]:
 
 
 def _wait(condition: Callable[[], object], what: str) -> None:
-    deadline = time.monotonic() + MAX_WAIT
-    while not condition():
-        assert time.monotonic() < deadline, f"waited {MAX_WAIT}s for {what}"
-        time.sleep(0.01)
+    soon(condition, MAX_WAIT, what)
 
 
 def _stream_span(otel: Telemetry) -> ReadableSpan:

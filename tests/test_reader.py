@@ -37,7 +37,16 @@ from otelsse._reader import (
 )
 from tests._clients import STALL_TIMEOUT, STREAMING, Client, astreaming, streaming
 from tests._fixtures import FIXTURES
-from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES, ROUTE_PATHS, event_ends, sse_events
+from tests._helpers import (
+    ANTHROPIC,
+    CHAT,
+    GEMINI,
+    RESPONSES,
+    ROUTE_PATHS,
+    event_ends,
+    sse_events,
+    waited,
+)
 from tests._server import Reply, SSEServer
 
 #: Bound for waiting on a server-side event the client has already seen the effect of.
@@ -712,7 +721,7 @@ def test_a_connection_dropped_mid_body_is_truncated_and_chained_to_the_client_er
     assert fault.report.terminal_seen is False
     # requests delivers nothing of a Content-Length body that ends early (urllib3 reads it whole)
     assert fault.report.bytes_received <= reply["cut"]
-    assert server.cut_closed.wait(EVENT_WAIT)  # the server did close the connection early
+    assert waited(server.cut_closed.wait, EVENT_WAIT)  # the server did close the connection early
     assert_no_content(fault, body)
 
 
@@ -765,7 +774,7 @@ def test_a_stalled_stream_times_out_after_the_text_it_did_deliver(
         drain(StreamReader(response), deltas)
 
     fault = caught.value
-    assert server.stalled.wait(EVENT_WAIT)
+    assert waited(server.stalled.wait, EVENT_WAIT)
     assert fault.code == "timeout"
     assert fault.report is not None
     assert fault.report.outcome is Outcome.TIMEOUT
@@ -858,7 +867,7 @@ def test_deltas_arrive_while_the_rest_of_the_body_is_still_held_back(
     with streaming(client, url, read_timeout=5.0) as response:
         reader = StreamReader(response)
         first = next(iter(reader))  # only the test sets release, and only after this
-        held = server.held.wait(EVENT_WAIT)
+        held = waited(server.held.wait, EVENT_WAIT)
         server.release.set()
         result = reader.result()
 

@@ -46,7 +46,17 @@ from otelsse._reader import (
 )
 from tests._clients import CLIENTS, SYNC_CLIENTS, Client, astreaming, streaming
 from tests._fixtures import read_fixture
-from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES, ROUTE_PATHS, ROUTES, event_ends
+from tests._helpers import (
+    ANTHROPIC,
+    CHAT,
+    GEMINI,
+    RESPONSES,
+    ROUTE_PATHS,
+    ROUTES,
+    event_ends,
+    joined,
+    waited,
+)
 from tests._server import Reply, SSEServer
 
 #: A recorded body per route, each ending exactly at the route's terminal event: ``[DONE]``,
@@ -451,7 +461,7 @@ def read_http(
         result, fault = outcome(lambda: read_stream(response, **options))
         ran = Ran(result, fault, witness, response_closed(client, response))
         if wait_closed:
-            witness.closed.wait(OUTER)
+            waited(witness.closed.wait, OUTER)
         return ran
 
 
@@ -512,8 +522,7 @@ def bounded(call: Callable[[], Ran]) -> Ran:
 
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
-    thread.join(OUTER)
-    assert not thread.is_alive(), f"the reader did not return within {OUTER} s"
+    joined(thread, OUTER)  # the reader returned
     (got,) = box
     if isinstance(got, BaseException):
         raise got
@@ -542,7 +551,7 @@ def test_a_gateway_that_stalls_after_the_terminal_is_not_waited_for(
 
     assert accepted(ran.accepted()) == accepted(reference(name, route))
     assert ran.response_closed is True
-    assert server.stalled.wait(OUTER)  # the server sent the whole body and stalls...
+    assert waited(server.stalled.wait, OUTER)  # the server sent the whole body and stalls...
     assert not server.cut_closed.is_set()  # ...still: only server.stop() releases it
 
 
@@ -727,7 +736,7 @@ def test_a_refused_status_closes_a_sync_response(source: str, entry: str) -> Non
             with pytest.raises(StreamFault) as caught:
                 refuse(response)
             assert response_closed(client, response)
-            assert peer.witness.closed.wait(OUTER)  # before the session closed its pool
+            assert waited(peer.witness.closed.wait, OUTER)  # before the session closed its pool
     assert caught.value.code == "http_error"
     assert caught.value.report is None
     assert "500" in str(caught.value)
@@ -757,7 +766,7 @@ def test_a_silent_peer_times_out_at_the_idle_timeout(
         url = server.route(ROUTE_PATHS[route], Reply(body, cut=cut, after_cut="stall"))
         ran = bounded(lambda: read_http(HTTP_SOURCES[source], url, Witness(), idle_timeout=IDLE))
         assert ran.response_closed is True
-        assert server.stalled.wait(OUTER)
+        assert waited(server.stalled.wait, OUTER)
         assert not server.cut_closed.is_set()  # the server still stalls: it was not EOF
     else:
         script = Script((body[:cut],), then=None)

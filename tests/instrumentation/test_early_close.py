@@ -22,6 +22,7 @@ import pytest
 import requests
 
 from otelsse import semconv
+from tests._helpers import waited
 from tests._otel import Telemetry
 from tests._server import MAX_WAIT, Reply, SSEServer
 
@@ -122,7 +123,7 @@ def test_a_line_based_reader_that_closes_at_a_line_is_judged_by_what_it_read(
 
     LINE_READERS[reader](url, stop)
     # The server held the blank line after the stop line (it holds there as it sends the line).
-    assert server.held.wait(MAX_WAIT / 2)
+    assert waited(server.held.wait, MAX_WAIT)
     assert marker in seen[-1]
     span = otel.stream_span()
     attributes = span.attributes or {}

@@ -41,7 +41,6 @@ import json
 import logging
 import os
 import socket
-import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -76,6 +75,7 @@ from tests._clients import (
     wrapping_depths,
 )
 from tests._fixtures import read_fixture
+from tests._helpers import soon, waited
 from tests._otel import Telemetry
 from tests._server import Reply, SSEServer
 from tests._tiers import examples
@@ -147,12 +147,13 @@ def opened(otel: Telemetry) -> None:
 
 def spans_ended(otel: Telemetry, count: int) -> list[ReadableSpan]:
     """The stream spans, once ``count`` have ended: a stream the application let go of ends on
-    otelsse's own thread, promptly (asserted: within ``ENDED_WAIT``)."""
-    deadline = time.monotonic() + ENDED_WAIT
-    while len(spans := otel.spans()) < count and time.monotonic() < deadline:
-        time.sleep(0.001)
-    assert len(spans) >= count, f"{len(spans)} of {count} streams ended within {ENDED_WAIT} s"
-    return spans
+    otelsse's own thread, promptly (asserted: well within ``ENDED_WAIT``)."""
+
+    def ended() -> list[ReadableSpan]:
+        spans = otel.spans()
+        return spans if len(spans) >= count else []
+
+    return soon(ended, ENDED_WAIT, f"{count} streams ended")
 
 
 # --------------------------------------------------------------------------------------------
@@ -788,7 +789,7 @@ def test_every_read_of_a_requests_raw_body_is_observed_and_its_end_is_the_end(
 
 def _first_read_sync(http: Session, url: str, server: SSEServer, otel: Telemetry, n: int) -> bytes:
     response = http.send(url)  # returns with the headers while the server holds the body
-    assert server.held.wait(EVENT_WAIT)
+    assert waited(server.held.wait, EVENT_WAIT)
     assert not server.release.is_set()
     opened(otel)  # measured while held
     data = next(http.chunks(response)) if n else b""

@@ -54,6 +54,7 @@ from otelsse._monitor import StreamMonitor
 from otelsse._observe import Settings
 from otelsse._telemetry import Telemetry as OtelsseTelemetry
 from tests._clients import CLIENTS, App, AsyncSession, Client, Session, run
+from tests._helpers import joined, waited
 from tests._otel import Telemetry
 from tests._server import Reply, SSEServer
 from tests.instrumentation.test_lifecycle import (
@@ -193,8 +194,7 @@ async def _aheld_by_a_traceback(http: AsyncSession, streams: Streams, kept: list
 def _left_by_a_finished_thread(http: Session, streams: Streams, kept: list[object]) -> None:
     thread = threading.Thread(target=streams.open, args=(http,))
     thread.start()
-    thread.join(EVENT_WAIT)
-    assert not thread.is_alive()
+    joined(thread, EVENT_WAIT)
 
 
 async def _left_by_a_finished_task(
@@ -440,17 +440,16 @@ def test_of_two_endings_racing_from_two_threads_the_first_ends_the_stream(
     def slow_feed(monitor: StreamMonitor, chunk: bytes, now: float | None = None) -> Any:
         if threading.current_thread() is reader:
             replaying.set()
-            assert go_on.wait(EVENT_WAIT)
+            assert waited(go_on.wait, EVENT_WAIT)
         return feed(monitor, chunk, now)
 
     monkeypatch.setattr(StreamMonitor, "feed", slow_feed)
     reader = threading.Thread(target=observer.finish)  # EOF
     reader.start()
-    assert replaying.wait(EVENT_WAIT)
+    assert waited(replaying.wait, EVENT_WAIT)
     observer.finish("cancelled")  # the close, while the EOF is being replayed
     go_on.set()
-    reader.join(EVENT_WAIT)
-    assert not reader.is_alive()
+    joined(reader, EVENT_WAIT)
 
     span = ended_once(otel, "complete")
     assert (span.attributes or {})[semconv.BYTES_RECEIVED] == len(BODY)
@@ -494,7 +493,7 @@ def test_a_collection_under_a_telemetry_lock_ends_the_stream_once_the_lock_is_fr
     with Session(sync_client) as http:
         _Cycle(streams.open(http))
         otel.tracer_provider.get_tracer("app").start_span("collect-here").end()
-        assert processor.stream_ended.wait(ENDED_WAIT * 2)
+        assert waited(processor.stream_ended.wait, ENDED_WAIT * 2)
         [span] = otel.spans()
 
     assert processor.took_the_lock == [True]

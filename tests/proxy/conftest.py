@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import dataclasses
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,7 +25,7 @@ from otelsse import semconv
 from otelsse._demo.provider import FakeProvider
 from otelsse.proxy import ProxyApp, ProxyConfig, Upstream
 from otelsse.proxy._server import ProxyServer
-from tests._helpers import joined, waited
+from tests._helpers import joined, soon, waited
 from tests._otel import Telemetry
 
 #: The longest any test waits for something the proxy does in the background.
@@ -38,10 +37,7 @@ CLIENT_TIMEOUT = 1.5
 
 
 def wait_for(condition: Callable[[], object], what: str, timeout: float = MAX_WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"waited {timeout}s for {what}"
-        time.sleep(0.01)
+    soon(condition, timeout, what)
 
 
 @dataclasses.dataclass
