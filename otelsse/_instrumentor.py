@@ -1,5 +1,14 @@
 """``SSEInstrumentor``, the OpenTelemetry instrumentor (entry point ``otelsse``): options, and
-patching every client library's targets."""
+patching every client library's targets.
+
+    import otelsse
+    otelsse.instrument()        # or: opentelemetry-instrument python app.py
+
+Each client library's shape, wrappers and taps are its module of ``otelsse._clients``; what a
+wrapper decides and observes is ``otelsse._observe``'s. ``instrument()`` and ``uninstrument()``
+are the idempotent, silent entry points the package exports.
+``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=otelsse`` turns the zero-code path off.
+"""
 
 from __future__ import annotations
 
