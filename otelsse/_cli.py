@@ -461,17 +461,17 @@ def _serve_provider(host: str, port: int, out: TextIO) -> int:
     """``otelsse demo --provider-only``: serve the fake provider until Ctrl-C."""
     from ._demo.provider import FakeProvider
 
-    with contextlib.ExitStack() as stack:
-        try:
-            provider = stack.enter_context(FakeProvider(host, port))
-        except OSError as exc:  # taken since the check, or refused by the system
-            return _demo_error(_cannot_listen("--port", host, port, exc))
-        _say(out, f"fake provider at {provider.base_url} (Ctrl-C to stop)")
-        out.flush()
-        try:
+    try:
+        with contextlib.ExitStack() as stack:
+            try:
+                provider = stack.enter_context(FakeProvider(host, port))
+            except OSError as exc:  # taken since the check, or refused by the system
+                return _demo_error(_cannot_listen("--port", host, port, exc))
+            _say(out, f"fake provider at {provider.base_url} (Ctrl-C to stop)")
+            out.flush()
             provider.wait()
-        except KeyboardInterrupt:
-            pass
+    except KeyboardInterrupt:  # whenever it lands, even before the wait: the server has stopped
+        pass
     return 0
 
 

@@ -420,6 +420,7 @@ class FakeProvider:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
+        self._finished = threading.Event()
         self._stopped: asyncio.Event | None = None
         self._error: BaseException | None = None
 
@@ -439,13 +440,17 @@ class FakeProvider:
         if self._loop is not None and self._stopped is not None:
             self._loop.call_soon_threadsafe(self._stopped.set)
         if self._thread is not None:
+            self._finished.wait()
             self._thread.join()
 
     def wait(self) -> None:
         """Block until the server stops (Ctrl-C interrupts it: ``otelsse demo --provider-only``)."""
-        assert self._thread is not None
-        while self._thread.is_alive():
-            self._thread.join(0.5)
+        # An Event, not Thread.join: on CPython 3.10 and 3.11 a KeyboardInterrupt inside
+        # join(timeout) marks the still-running thread as stopped (bpo-45274's handler releases
+        # the thread's own lock), so the join in __exit__ would no longer wait for the server.
+        # The timeout keeps the wait interruptible where lock waits ignore signals (Windows).
+        while not self._finished.wait(0.5):
+            pass
 
     # -- the server -------------------------------------------------------------------------
 
@@ -455,6 +460,7 @@ class FakeProvider:
             self._loop.run_until_complete(self._main())
         finally:
             self._loop.close()
+            self._finished.set()
 
     async def _main(self) -> None:
         self._stopped = asyncio.Event()

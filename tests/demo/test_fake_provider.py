@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import json
+import signal
 import socket
 import threading
 from collections import Counter
@@ -394,6 +395,42 @@ def test_stopping_ends_a_stalled_stream_in_flight() -> None:
     [reply] = replies  # ended by EOF, not by the socket's timeout (that would raise)
     assert (reply.status, reply.last_chunk) == (200, False)
     assert _classify("openai.responses", reply.body).outcome == "truncated"
+
+
+def test_ctrl_c_during_wait_stops_the_server_before_the_block_ends() -> None:
+    # `otelsse demo --provider-only` waits in FakeProvider.wait until Ctrl-C. Wherever the
+    # KeyboardInterrupt lands, leaving the with-block must mean the server has stopped: its
+    # port refuses and the stream it was serving has ended.
+    main = threading.get_ident()
+    streaming = threading.Event()
+    replies: list[RawReply] = []
+    readers: list[threading.Thread] = []
+    request = _stream_request("openai.responses", "timeout")
+
+    def serve_a_stream_until_ctrl_c(running: FakeProvider) -> None:
+        with running:
+            readers.append(
+                threading.Thread(
+                    target=lambda: replies.append(_exchange(running.port, request, streaming))
+                )
+            )
+            readers[0].start()
+            assert waited(streaming.wait, MAX_WAIT), "the stream never started"
+            threading.Timer(0.05, signal.pthread_kill, (main, signal.SIGINT)).start()
+            running.wait()
+
+    provider = FakeProvider(stall=MAX_WAIT * 4)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            serve_a_stream_until_ctrl_c(provider)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", provider.port), timeout=MAX_WAIT).close()
+    joined(readers[0], MAX_WAIT)
+    [reply] = replies
+    assert (reply.status, reply.last_chunk) == (200, False)
 
 
 # -- script_events, offline ----------------------------------------------------------------------
