@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 
+import httpx2
 import openai
 
 parser = argparse.ArgumentParser(description=__doc__)
@@ -28,5 +29,7 @@ try:
     ) as stream:
         text = "".join(choice.delta.content or "" for chunk in stream for choice in chunk.choices)
     print(f"the application got {len(text)} characters")
-except openai.OpenAIError as error:
+# openai >= 3.14 wraps a connection lost mid-stream in APIConnectionError; earlier 3.x releases
+# let httpx2's own transport error through.
+except (openai.OpenAIError, httpx2.HTTPError) as error:
     print(f"the application got {type(error).__name__}")

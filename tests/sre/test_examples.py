@@ -169,7 +169,7 @@ RUNS = [
         "zero_code/run.sh",
         "truncated",
         (CHAT,),
-        (r"the application got (APIConnectionError|\d+ characters)",),
+        (r"the application got (APIConnectionError|RemoteProtocolError|\d+ characters)",),
     ),
 ]
 #: How each line in ``Run.said`` starts.
