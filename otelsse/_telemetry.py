@@ -286,16 +286,10 @@ class Telemetry:
         call: CallFacts,
         active: MetricAttributes | None = None,
     ) -> None:
-        """End a stream everywhere: its span, its active count (``active``: what
-        ``stream_started`` took), its metric points. Independent steps, each contained, so that
-        one failing cannot leave a span open or a stream counted as active forever."""
-        try:
-            self.end_span(span, report, span_attributes, call.owned)
-        except Exception as exc:
-            self.count_error(exc, "end_span")
-            if span.is_recording():
-                span.set_attribute(semconv.OUTCOME, Outcome.INTERNAL_ERROR.value)
-                span.end()
+        """End a stream everywhere: its active count (``active``: what ``stream_started``
+        took), its metric points, then its span. Independent steps, each contained, so that one
+        failing cannot leave a span open or a stream counted as active forever; the span ends
+        last, so that whoever sees it ended (an exporter, a test) sees the stream's metrics too."""
         if active is not None:
             try:
                 self.stream_finished(active)
@@ -305,6 +299,13 @@ class Telemetry:
             self.record_metrics(report, call)
         except Exception as exc:
             self.count_error(exc, "record_metrics")
+        try:
+            self.end_span(span, report, span_attributes, call.owned)
+        except Exception as exc:
+            self.count_error(exc, "end_span")
+            if span.is_recording():
+                span.set_attribute(semconv.OUTCOME, Outcome.INTERNAL_ERROR.value)
+                span.end()
 
     def record_metrics(self, report: StreamReport, call: CallFacts) -> None:
         """The metric points of one finished stream."""
