@@ -31,6 +31,7 @@ compare the two builds or the two decodings (``tests/core/test_framing_speedups.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Iterator
@@ -122,3 +123,21 @@ def typed_decoding() -> Iterator[bool]:
         yield core_json.typed_decoding
     finally:
         core_json.typed_decoding = saved
+
+
+#: The test module whose first test froze the heap last.
+_frozen_for: list[object] = [None]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Many tests collect garbage (an abandoned stream ends when collected), and a collection
+    # walks every object the session holds: the collected tests, the fixtures, the imported
+    # SDKs. Frozen objects are not walked (gc.freeze), so each module starts from a collected,
+    # frozen heap: only garbage made since is collectable, and there is none older (collected
+    # first). A third of the fast loop's time, without changing what any test sees.
+    module = item.module if isinstance(item, pytest.Function) else None
+    if module is not _frozen_for[0]:
+        _frozen_for[0] = module
+        gc.collect()
+        gc.freeze()
