@@ -27,6 +27,7 @@ import io
 import itertools
 import json
 import math
+import os
 import re
 import signal
 import socket
@@ -467,19 +468,28 @@ def _poll_until_served(process: subprocess.Popen[str], url: str, body: dict[str,
 
 
 def test_cli_provider_only_serves_until_sigint() -> None:
+    # A child inherits an ignored or blocked SIGINT: say so if the test itself is the cause.
+    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
     port = _free_port()
     process = subprocess.Popen(
         _otelsse("demo", "--provider-only", "--port", str(port)),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # On a hang, SIGABRT makes faulthandler print where every thread of the child was.
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )
     try:
         path, body = request_for("openai.chat_completions", "gpt-4o-mini", tools=False)
         text = _poll_until_served(process, f"http://127.0.0.1:{port}{path}", body)
         assert text.endswith("data: [DONE]\n\n")
         process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=MAX_WAIT)
+        try:
+            stdout, stderr = process.communicate(timeout=MAX_WAIT)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)
+            stdout, stderr = process.communicate(timeout=MAX_WAIT)
     finally:
         if process.poll() is None:
             process.kill()
