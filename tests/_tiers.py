@@ -3,7 +3,7 @@
 Tiers are markers, every distinct check kept in some tier:
 
 - ``fast``: put on every test outside the tiers below by this plugin. The loop a developer runs
-  (``python -m pytest -q -m fast``): one parser build, one decoding, and one client per tap
+  (``python -m pytest -q -n auto -m fast``): one parser build, one decoding, and one client per tap
   implementation (httpx, httpx async, requests, aiohttp; httpx2 shares httpx's taps).
 - ``matrix``: the same checks again across the matrix: httpx2 (this plugin marks every variant
   that runs a client of it) and every read style but each client's default one (marked here
