@@ -29,10 +29,10 @@ from tests._helpers import (
     FULL_SWEEP_LIMIT,
     STRIDE,
     comparable,
-    event_ends,
     one_byte_at_a_time,
     random_split,
     run_monitor,
+    sweep_excerpt,
     windowed_positions,
 )
 from tests._tiers import examples
@@ -114,27 +114,6 @@ def test_one_read_per_event_matches_whole_body(
 
 
 LARGE = [name for name in fixture_names() if len(read_fixture(name)) > FULL_SWEEP_LIMIT]
-#: The exhaustive sweep costs a parse of the whole body per position: a fixture longer than this
-#: is swept as its ``sweep_excerpt`` (one of 256 KiB took six minutes on two cores; its excerpt
-#: has every kind of event and line it has, its longest lines aside).
-SLOW_SWEEP_LIMIT = 64 * 1024
-
-
-def sweep_excerpt(body: bytes) -> bytes:
-    """``body``, or past ``SLOW_SWEEP_LIMIT`` its events up to that size followed by the fewest
-    last events with which the excerpt is judged as the whole body is (outcome and finish
-    reasons): the start, the middle's kinds of event and the end of the stream, in one stream."""
-    if len(body) <= SLOW_SWEEP_LIMIT:
-        return body
-    ends = [0, *event_ends(body)]
-    head = max(end for end in ends if end <= SLOW_SWEEP_LIMIT)
-    whole = run_monitor([body])[1]
-    for start in sorted((end for end in ends if end > head), reverse=True):
-        excerpt = body[:head] + body[start:]
-        report = run_monitor([excerpt])[1]
-        if (report.outcome, report.finish_reasons) == (whole.outcome, whole.finish_reasons):
-            return excerpt
-    raise AssertionError("no run of last events gives the excerpt the whole body's verdict")
 
 
 @pytest.mark.slow

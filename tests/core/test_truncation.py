@@ -9,7 +9,8 @@ Re-parsing every prefix from the start would be quadratic, so the monitor is sna
 after each event while feeding one byte at a time, and each cut resumes from the latest snapshot
 and feeds the rest of its prefix: what is fed is still exactly ``body[:c]``. Fixtures larger than
 ``FULL_SWEEP_LIMIT`` are cut around every line end, inside multi-byte characters and at a stride in
-the fast loop, and at every byte in the ``slow`` sweep.
+the fast loop, and at every byte in the ``slow`` sweep (past ``SLOW_SWEEP_LIMIT``, every byte of
+the fixture's ``sweep_excerpt``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 
 from otelsse import StreamMonitor
 from tests._fixtures import EXPECTED, fixture_names, read_fixture
-from tests._helpers import FULL_SWEEP_LIMIT, windowed_positions
+from tests._helpers import FULL_SWEEP_LIMIT, sweep_excerpt, windowed_positions
 
 _WELL_FORMED = ("complete", "incomplete")
 _LARGE = {name for name in fixture_names() if len(read_fixture(name)) > FULL_SWEEP_LIMIT}
@@ -35,23 +36,27 @@ _LARGE = {name for name in fixture_names() if len(read_fixture(name)) > FULL_SWE
     ],
 )
 def test_every_cut_before_the_terminal_event_is_not_complete(name: str) -> None:
-    assert_no_cut_before_the_terminal_is_complete(name, range(len(read_fixture(name)) + 1))
+    body = sweep_excerpt(read_fixture(name))
+    assert_no_cut_before_the_terminal_is_complete(name, body, range(len(body) + 1))
 
 
 @pytest.mark.parametrize("name", sorted(_LARGE))
 def test_windowed_cuts_of_a_large_fixture_before_the_terminal_are_not_complete(name: str) -> None:
     body = read_fixture(name)
-    assert_no_cut_before_the_terminal_is_complete(name, [0, *windowed_positions(body), len(body)])
+    cuts = [0, *windowed_positions(body), len(body)]
+    assert_no_cut_before_the_terminal_is_complete(name, body, cuts)
 
 
-def assert_no_cut_before_the_terminal_is_complete(name: str, cuts: Iterable[int]) -> None:
-    """Cut ``name`` at each of ``cuts`` (ascending) and judge each prefix as a clean EOF.
+def assert_no_cut_before_the_terminal_is_complete(
+    name: str, body: bytes, cuts: Iterable[int]
+) -> None:
+    """Cut ``body`` (fixture ``name`` or its excerpt) at each of ``cuts`` (ascending) and judge
+    each prefix as a clean EOF.
 
     A cut before the terminal event is never ``complete``; in a well-formed fixture it is
     ``truncated``, or ``terminal_missing`` once every finish reason of the whole stream has
     arrived (the answer whole, only its end marker missing).
     """
-    body = read_fixture(name)
     expected = EXPECTED[name]
     whole = StreamMonitor(expected.route)
     whole.feed(body)
