@@ -67,8 +67,8 @@ class ToolCall:
     """Argument fragments of one tool call, keyed by the provider's own identity in the adapter."""
 
     __slots__ = (
-        "arguments", "byte_count", "call_id", "closed", "closed_by", "empty_means", "fragments",
-        "kind", "name", "problem", "size", "verdict",
+        "_closed_as", "arguments", "byte_count", "call_id", "closed", "closed_by", "empty_means",
+        "fragments", "kind", "name", "problem", "size", "verdict",
     )  # fmt: skip
 
     def __init__(
@@ -93,10 +93,20 @@ class ToolCall:
         # UTF-8 bytes of the closed call's argument text (counted when text is collected, for
         # the reader and the gate); None when it came as an object.
         self.byte_count: int | None = None
+        # (valid, arguments, problem) as the call closed, kept once bytes came after its close.
+        self._closed_as: tuple[bool, Any, str | None] | None = None
 
     @property
     def valid(self) -> bool:
         return self.verdict == _VALID
+
+    def as_closed(self) -> tuple[bool, Any, str | None]:
+        """Whether the arguments were one JSON value, the arguments and their problem as the call
+        closed, whatever bytes came after: what a decision taken at its item's end saw, however
+        the stream was read (the later bytes make the call trailing data from then on)."""
+        if self._closed_as is not None:
+            return self._closed_as
+        return self.valid, self.arguments, self.problem
 
     def buffered_bytes(self) -> int | None:
         """UTF-8 bytes of the arguments received: the whole text once closed, else so far."""
@@ -275,6 +285,8 @@ class StreamState:
         if call.closed:
             # Seed 001: bytes after a call closed are trailing data, so its arguments are not
             # exactly one value any more, whatever the first value was.
+            if call._closed_as is None:
+                call._closed_as = call.as_closed()
             call.verdict = _INVALID
             call.arguments = None
             call.problem = TRAILING_DATA

@@ -274,7 +274,7 @@ class _Attempt:
             if self._fault is None:
                 self._check(record)
             elif not record._call.valid:
-                self._refuse_arguments(record)
+                self._refuse_arguments(record, record._call.problem)
         if self._fault is not None:
             self.abandon(self._fault.code)
 
@@ -297,10 +297,9 @@ class _Attempt:
         record.buffer_bytes = call.byte_count
         record.advance(ToolCallState.ITEM_TERMINAL)
 
-    def _refuse_arguments(self, record: GateCall) -> None:
+    def _refuse_arguments(self, record: GateCall, problem: str | None) -> None:
         """Quarantine a call whose arguments are not one JSON value, or had more bytes after
         the call closed (trailing data)."""
-        problem = record._call.problem
         record.json_status = "invalid"
         record.trailing_data = problem == TRAILING_DATA
         record.quarantine(problem or INVALID_JSON)
@@ -308,12 +307,19 @@ class _Attempt:
     def _check(self, record: GateCall) -> bool:
         """From the item's terminal event to ``SCHEMA_VALID`` (True), or ``QUARANTINED``."""
         call = record._call
-        if not call.valid:
-            self._refuse_arguments(record)
+        # Decided at its item's end, a call is judged as it closed: bytes after its close, in
+        # the same read or a later one, cannot change a decision taken then (chunking never
+        # does); decided at the response's end, it is judged with everything that came.
+        valid, arguments, problem = (
+            call.as_closed() if self._early else (call.valid, call.arguments, call.problem)
+        )
+        if not valid:
+            self._refuse_arguments(record, problem)
             return False
+        record.arguments = arguments
         if call.kind == CUSTOM:
             record.json_status = "text"
-        elif isinstance(call.arguments, dict):
+        elif isinstance(arguments, dict):
             record.json_status = "valid"
         else:
             record.json_status = "not_object"
@@ -327,7 +333,7 @@ class _Attempt:
         if registry is None or call.kind == CUSTOM or not registry.has_schema(record.tool_name):
             record.schema_status = "none"
         else:
-            keyword = registry.schema_error(record.tool_name, call.arguments)
+            keyword = registry.schema_error(record.tool_name, arguments)
             if keyword is not None:
                 record.schema_status, record.schema_keyword = "invalid", keyword
                 record.quarantine(TOOL_SCHEMA_ERROR)
@@ -356,7 +362,7 @@ class _Attempt:
         key = record.key
         return ToolCallView(
             name=record.tool_name or "",
-            arguments=record._call.arguments,
+            arguments=record.arguments,
             call_id=key.call_id,
             response_id=key.response_id,
             run_id=self.run_id,
@@ -447,7 +453,7 @@ class _Attempt:
         if executor is None:
             return
         try:
-            output = executor(record._call.arguments)
+            output = executor(record.arguments)
         except Exception as error:
             self._executed(record, None, error)
             return
@@ -457,7 +463,7 @@ class _Attempt:
         if executor is None:
             return
         try:
-            output = executor(record._call.arguments)
+            output = executor(record.arguments)
             if inspect.isawaitable(output):
                 output = await output
         except Exception as error:

@@ -86,14 +86,16 @@ Executor = Callable[[Any], Any]
 class GateCall:
     """One call's record: ids, tool name, sizes, statuses and a short error class.
 
-    Never the arguments. ``output`` holds what the executor returned, in memory only (for the
-    caller's follow-up request); it is in no record, span, metric or ledger row.
+    Never the arguments in what it records. ``arguments`` (what the gate decided on, for the
+    policy and the executor) and ``output`` (what the executor returned, for the caller's
+    follow-up request) are in memory only: in no record, span, metric or ledger row.
     """
 
     __slots__ = (
         "_call",
         "_claimed",
         "_state",
+        "arguments",
         "attempt",
         "buffer_bytes",
         "error_class",
@@ -119,6 +121,8 @@ class GateCall:
 
     def __init__(self, call: ToolCall, position: int, run_id: str, attempt: int) -> None:
         self._call = call
+        #: The parsed arguments the gate checked and decided on (None until checked).
+        self.arguments: Any = None
         self._state = ToolCallState.RECEIVING
         #: Every state the call passed through, in order.
         self.history: list[ToolCallState] = [self._state]
@@ -187,7 +191,7 @@ class GateCall:
         its run id (equal calls of two runs do not share one), kind, tool name and arguments
         as canonical JSON. Not content: nothing of the arguments can be read back from it."""
         call = self._call
-        text = _canonical_json([self.run_id, call.kind, call.name, call.arguments])
+        text = _canonical_json([self.run_id, call.kind, call.name, self.arguments])
         return hashlib.sha256(text.encode("ascii")).hexdigest()
 
     @property

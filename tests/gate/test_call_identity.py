@@ -406,8 +406,13 @@ def test_the_fingerprint_is_the_same_from_any_caller_depth() -> None:
     for _ in range(255):
         arguments = {"next": arguments}
     tool_call = ToolCall("call_deep", "read_file", None)
-    tool_call.arguments = arguments
-    record = GateCall(tool_call, 0, "run-deep", 1)
+
+    def decided(call: ToolCall, run_id: str) -> GateCall:
+        record = GateCall(call, 0, run_id, 1)
+        record.arguments = arguments  # what the gate decided on
+        return record
+
+    record = decided(tool_call, "run-deep")
 
     def deep(frames: int, function: Callable[[], str]) -> str:
         if len(_stack()) >= frames:
@@ -417,11 +422,9 @@ def test_the_fingerprint_is_the_same_from_any_caller_depth() -> None:
     shallow = record.fingerprint()
     assert [deep(frames, record.fingerprint) for frames in (600, 900)] == [shallow, shallow]
     # A digest of exactly the call: another tool, other arguments or another run differ.
-    other = GateCall(ToolCall("call_deep", "write_file", None), 0, "run-deep", 1)
-    other._call.arguments = arguments
-    assert other.fingerprint() != shallow
-    assert GateCall(tool_call, 0, "run-other", 1).fingerprint() != shallow
-    tool_call.arguments = {"next": {}}
+    assert decided(ToolCall("call_deep", "write_file", None), "run-deep").fingerprint() != shallow
+    assert decided(tool_call, "run-other").fingerprint() != shallow
+    record.arguments = {"next": {}}
     assert record.fingerprint() != shallow
 
 

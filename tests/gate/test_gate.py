@@ -1079,6 +1079,44 @@ def test_item_mode_runs_each_call_at_its_own_terminal(route: str, dialect: str) 
     assert at[-1] < len(events)
 
 
+#: What marks call 1's argument fragments in each item route's body.
+FIRST_CALL_FRAGMENT = {
+    ANTHROPIC: b'"index": 1, "delta": {"type": "input_json_delta"',
+    RESPONSES: b'"type": "response.function_call_arguments.delta", "item_id": "fc_1"',
+}
+
+
+@pytest.mark.parametrize("route", ITEM_ROUTES)
+@pytest.mark.parametrize(
+    ("late", "decided"),
+    [("repeated", (S.EXECUTED, None)), ("moved", (S.QUARANTINED, "invalid_json"))],
+)
+def test_item_mode_decides_a_call_as_it_closed_however_the_stream_is_read(
+    route: str, late: str, decided: tuple[ToolCallState, str | None]
+) -> None:
+    """An argument fragment after its call's item ended (repeated, or moved there) makes the
+    call trailing data from then on; decided at its item's end, the call is decided as it
+    closed. Read in two parts split at any event, the stream gives that one decision: the
+    gate's property found a split that ran a call the whole read refused."""
+    events = EVENTS[route](TWO_CALLS)
+    fragments = [i for i, event in enumerate(events) if FIRST_CALL_FRAGMENT[route] in event]
+    terminal = call_terminal(route, events, 1)
+    fragment = events[fragments[-1]] if late == "repeated" else events.pop(fragments[0])
+    events.insert(terminal + (late == "repeated"), fragment)  # just after the terminal
+    body = b"".join(events)
+    splits = [offset_after(events, index) for index in range(len(events) - 1)]
+    for split in [len(body), *splits]:
+        ran: list[Any] = []
+        execute = {"read_file": ran.append, "write_file": lambda arguments: None}
+        result = ToolGate(run_at="item").run(
+            Source([body[:split], body[split:]]), route, execute=execute
+        )
+        first = lawful(result).calls[0]
+        assert (first.state, first.error_class) == decided, split
+        assert ran == ([parsed(TWO_CALLS)[0]] if decided[0] is S.EXECUTED else []), split
+        assert result.calls[1].state is S.EXECUTED, split
+
+
 @pytest.mark.parametrize("route", ROUTES)
 def test_response_mode_runs_nothing_before_the_terminal(route: str) -> None:
     events, result, at = run_counting(ToolGate(), route, "sync")
