@@ -637,17 +637,23 @@ class AsyncStreamReader(_Reader):
         return self.verdict()
 
 
-#: Reads a closed response's chunk iterator is given to end (it ends at the first).
-_READS_AFTER_CLOSE = 4
+#: How much a closed response's chunk iterator may still serve: what its client had received.
+#: A closed httpx response keeps yielding the chunks its connection buffered (h11 parses them
+#: without reading the network), and httpcore reads at most 64 KiB at a time
+#: (``READ_NUM_BYTES``); a chunk counts as one byte at least, so an iterator that never ends
+#: is left after this many.
+_DRAIN_AFTER_CLOSE = 128 * 1024
 
 
 async def _finish_after_close(chunks: AsyncIterator[bytes]) -> None:
     """Run a closed response's chunk iterator to its end: a client's body iterator nests async
-    generators of its own (httpx's), which the reader cannot close, and trio warns of any left
-    unfinished to the garbage collector. On a closed connection the next read ends them."""
+    generators of its own (httpx's transport stream iterates httpcore's without closing it),
+    which the reader cannot close, and trio warns of any left unfinished to the garbage
+    collector. On a closed connection they end once the client's buffer is served."""
+    served = 0
     try:
-        for _ in range(_READS_AFTER_CLOSE):
-            await anext(chunks)
+        while served < _DRAIN_AFTER_CLOSE:
+            served += max(len(await anext(chunks)), 1)
     except Exception:
         return
     aclose = getattr(chunks, "aclose", None)
