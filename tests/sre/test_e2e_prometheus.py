@@ -5,8 +5,9 @@ Debian's ``prometheus`` (installed by ``.ci/run``; a missing binary fails these 
 directory and every rule file of ``dashboards/prometheus`` loaded. It also scrapes a real tool
 gate (``tests/sre/test_gate_metrics.ExportingGate``), which decides every kind of call once
 before the demo and once after it, so that the gate's counters grow inside the windows the
-rules and panels look at. Once the demo has finished and Prometheus holds its final numbers and
-the gate's, this module checks through the HTTP API that:
+rules and panels look at. Once the demo has finished, Prometheus holds its final numbers and
+the gate's, and every recording rule has been evaluated on them, this module checks through the
+HTTP API that:
 
 - the series and labels Prometheus stores are exactly the ones ``tests/sre/_promql.py`` and
   ``tests/sre/test_gate_metrics.py`` derive from ``semconv`` (which the dashboard and rule tests
@@ -46,9 +47,8 @@ from .test_gate_metrics import GATE_EXPORTED, ExportingGate, Observed
 
 #: Every series otelsse exports: the streams' and the tool gate's.
 EXPORTED: dict[str, frozenset[str]] = {**_promql.EXPORTED, **GATE_EXPORTED}
+STREAMS_TOTAL = "otelsse_streams_total"
 GATE_CALLS = "otelsse_gate_calls_total"
-#: The gate's recorded ratios, which the gate's alerts read.
-GATE_RATIOS = ("otelsse:gate_call_state:ratio_rate5m", "otelsse:gate_call_state:ratio_rate1d")
 
 #: End-to-end runs of the demo against real servers: out of the fast loop.
 pytestmark = pytest.mark.e2e
@@ -155,13 +155,17 @@ def run(
                 timeout=60,
                 what="a scrape with the demo's and the gate's final numbers",
             )
-            # The gate's ratios were NaN (no increase since the first round) until the rules
-            # were evaluated on the second round's scrape.
-            for record in GATE_RATIOS:
+            # Every recording rule evaluated on those numbers. An evaluation of a scrape taken
+            # during the gate's second round already gives numbers, but the ratios of a state
+            # that round had not reached yet (0 / 0 for a ratio of ratios) are NaN in it.
+            final_scrape = max(
+                _latest_sample_time(prometheus, metric) for metric in (STREAMS_TOTAL, GATE_CALLS)
+            )
+            for record in _recorded_names():
                 poll(
-                    functools.partial(_numbers, prometheus, record),
+                    functools.partial(_evaluated_since, prometheus, record, final_scrape),
                     timeout=30,
-                    what=f"{record} to be evaluated on the gate's second round",
+                    what=f"{record} to be evaluated on the final scrape",
                 )
             ended = time.time()
             yield prometheus, summary, ended
@@ -179,16 +183,26 @@ def _ready(prometheus: Prometheus, server: subprocess.Popen[bytes]) -> bool | No
         return None
 
 
-def _numbers(prometheus: Prometheus, record: str) -> list[dict[str, Any]] | None:
-    """The samples of ``record`` that are numbers (a ratio of nothing is NaN), None if none."""
-    return prometheus.query(f"{record} >= 0") or None
+def _latest_sample_time(prometheus: Prometheus, metric: str) -> float:
+    """The time of the newest sample of ``metric`` (a scrape's or a rule evaluation's), or
+    -inf when it has none."""
+    result = prometheus.query(f"max(timestamp({metric}))")
+    return float(result[0]["value"][1]) if result else -math.inf
+
+
+def _evaluated_since(prometheus: Prometheus, record: str, moment: float) -> bool | None:
+    return _latest_sample_time(prometheus, record) >= moment or None
+
+
+def _recorded_names() -> list[str]:
+    return [rule.values[0]["record"] for rule in _rules() if "record" in rule.values[0]]
 
 
 def _exported_total(gate: ExportingGate) -> float:
     return sum(value for _, _, value in Observed(scrape=gate.scrape()).samples())
 
 
-def _scraped_total(prometheus: Prometheus, metric: str = "otelsse_streams_total") -> float | None:
+def _scraped_total(prometheus: Prometheus, metric: str = STREAMS_TOTAL) -> float | None:
     result = prometheus.query(f"sum({metric})")
     return float(result[0]["value"][1]) if result else None
 
