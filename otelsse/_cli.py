@@ -34,14 +34,22 @@ import signal
 import socket
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn, TextIO
 from urllib.parse import urlsplit
 
 from ._core.decode import BOM
 from ._core.events import SSEEvent
 from ._monitor import Outcome, StreamMonitor, StreamReport
-from .routes import AUTO, detect_route, register_host, route_names, unregister_host
+from ._version import __version__
+from .routes import (
+    AUTO,
+    GenericRoute,
+    detect_route,
+    register_host,
+    route_names,
+    unregister_host,
+)
 
 __all__ = ["main"]
 
@@ -101,6 +109,9 @@ def _fail(line: str) -> int:
 
 class _Parser(argparse.ArgumentParser):
     """argparse, with its errors on one line (its usage lines left to ``--help``)."""
+
+    #: The subcommands' parsers by name (the top parser's only).
+    commands: Mapping[str, argparse.ArgumentParser]
 
     def error(self, message: str) -> NoReturn:
         _fail(f"{self.prog}: error: {message} (see --help)")
@@ -298,8 +309,9 @@ def _write(
     else:
         rows = dict(fields)
         lines.append(f"{rows.pop('verdict')}: {rows.pop('reason')}")
-        if "replay" in rows:
-            lines.append(f"replay: {rows.pop('replay')}")
+        for head in ("hint", "replay"):
+            if head in rows:
+                lines.append(f"{head}: {rows.pop(head)}")
         if events is not None:
             lines += ["", f"{'#':>5}  {'event':<40} data chars"]
             lines += (
@@ -354,8 +366,32 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
         events.extend(monitor.feed(chunk))
     report = monitor.close()
     last_event = events[-1].event if events else None
-    _write(_fields(report, last_event), events if args.events else None, args.json, out)
+    fields = _fields(report, last_event)
+    if args.url is None and route != AUTO and report.outcome is not Outcome.COMPLETE:
+        hint = _route_hint(body, route, report)
+        if hint is not None:  # right after the verdict, which it qualifies
+            fields = {
+                "verdict": fields["verdict"],
+                "reason": fields["reason"],
+                "hint": hint,
+            } | fields
+    _write(fields, events if args.events else None, args.json, out)
     return EXIT_COMPLETE if report.outcome is Outcome.COMPLETE else EXIT_NOT_COMPLETE
+
+
+def _route_hint(body: bytes, route: str, report: StreamReport) -> str | None:
+    """For a body the named route does not find complete: the contract sniffing recognises in
+    it instead, when that reads it otherwise (a body of another provider mostly reads as a
+    payload error or a cut under the wrong route, which says nothing of the route)."""
+    sniffing = StreamMonitor(AUTO)
+    sniffing.feed(body)
+    sniffed = sniffing.close()
+    if sniffed.route in (report.route, GenericRoute.name) or sniffed.outcome is report.outcome:
+        return None
+    return (
+        f"read as {sniffed.route} (--route auto) it is {sniffed.outcome.value}:"
+        f" is --route {route} right for it?"
+    )
 
 
 def _replay(path: str, body: bytes, as_json: bool, out: TextIO) -> int:
@@ -573,10 +609,11 @@ example:
 """
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> _Parser:
     parser = _Parser(
         prog="otelsse", description="Stream-integrity checks for LLM Server-Sent Events."
     )
+    parser.add_argument("--version", action="version", version=f"otelsse {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     inspect = commands.add_parser(
         "inspect",
@@ -733,7 +770,22 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="seconds streams get to finish after SIGTERM before they are cancelled (30)",
     )
+    parser.commands = commands.choices
     return parser
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line's arguments; a usage error exits (one line on stderr, status 2)."""
+    parser = _parser()
+    args, stray = parser.parse_known_args(argv)
+    if stray:
+        # argparse leaves what a command did not take to the top parser, which would name
+        # "otelsse" and not the command whose usage is wrong.
+        command = parser.commands[args.command]
+        if args.command == "inspect" and not any(arg.startswith("-") for arg in stray):
+            command.error(f"one file at a time; also given: {' '.join(stray)}")
+        command.error(f"unrecognized arguments: {' '.join(stray)}")
+    return args
 
 
 def _proxy(args: argparse.Namespace) -> int:
@@ -761,7 +813,7 @@ def _proxy(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run the command line; returns the exit status."""
-    args = _parser().parse_args(argv)
+    args = _parse(argv)
     out = out or sys.stdout
     try:
         if args.command == "proxy":

@@ -9,9 +9,11 @@ character that could drive a terminal."""
 from __future__ import annotations
 
 import base64
+import importlib.metadata
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -22,7 +24,10 @@ import pytest
 
 from otelsse._cli import EXIT_COMPLETE, EXIT_NOT_COMPLETE, EXIT_NOT_SSE, EXIT_USAGE, main, verdict
 from otelsse._monitor import Outcome, StreamReport
+from otelsse.routes import route_names
 from tests._fixtures import FIXTURES, read_fixture
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
 def _run(*argv: str) -> tuple[int, str]:
@@ -81,6 +86,99 @@ def test_inspect_missing_file_is_a_usage_error() -> None:
 def test_unknown_route_is_rejected_by_the_parser() -> None:
     with pytest.raises(SystemExit):
         _run("inspect", "-", "--route", "nope")
+
+
+def test_version_names_the_installed_distribution(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _main_status(["--version"]) == 0
+    assert capsys.readouterr().out == f"otelsse {importlib.metadata.version('otelsse')}\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["inspect", "a.sse", "b.sse"],
+            "otelsse inspect: error: one file at a time; also given: b.sse",
+        ),
+        (
+            ["inspect", "a.sse", "--bogus"],
+            "otelsse inspect: error: unrecognized arguments: --bogus",
+        ),
+        (["demo", "--bogus"], "otelsse demo: error: unrecognized arguments: --bogus"),
+        (["proxy", "x"], "otelsse proxy: error: unrecognized arguments: x"),
+    ],
+)
+def test_a_stray_argument_is_the_commands_own_error(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _main_status(argv) == EXIT_USAGE
+    assert capsys.readouterr().err == f"{said} (see --help)\n"
+
+
+def _route_hints() -> list[tuple[str, str, str]]:
+    """(fixture, route it is read by, its own route) for every recorded provider stream that
+    sniffing reads as complete, and every other contract."""
+    cases = []
+    for path in sorted((FIXTURES / "real").glob("*.sse")):
+        own = json.loads(_run("inspect", str(path), "--json")[1])
+        if own["otelsse.outcome"] != "complete" or own["otelsse.route"] == "generic":
+            continue
+        for route in route_names():
+            if route.partition(":")[0] not in (own["otelsse.route"], "generic", "auto"):
+                cases.append((str(path), route, own["otelsse.route"]))
+    return cases
+
+
+def test_a_body_read_by_another_contract_says_which_reads_it_complete() -> None:
+    """Under the wrong ``--route`` a complete stream mostly reads as a payload error or a cut,
+    which says nothing of the route: then a hint names the contract sniffing recognises."""
+    cases = _route_hints()
+    assert len({own for _, _, own in cases}) >= 4
+    hinted = 0
+    for path, route, own in cases:
+        status, text = _run("inspect", path, "--route", route)
+        if status == EXIT_COMPLETE:  # another contract may read a body complete: no problem
+            continue
+        second = text.splitlines()[1]
+        assert second == (
+            f"hint: read as {own} (--route auto) it is complete: is --route {route} right for it?"
+        ), (path, route)
+        assert json.loads(_run("inspect", path, "--route", route, "--json")[1])["hint"] == (
+            second.removeprefix("hint: ")
+        )
+        hinted += 1
+    assert hinted >= 0.9 * len(cases)
+    # No hint where the route is the body's own, or sniffed, or chosen by --url.
+    path = str(FIXTURES / "synthetic/openai-chat-truncated-mid-tool-call.sse")
+    for argv in (
+        ["--route", "openai.chat_completions"],
+        [],
+        ["--url", "https://api.openai.com/v1/chat/completions"],
+    ):
+        status, text = _run("inspect", path, *argv)
+        assert status == EXIT_NOT_COMPLETE
+        assert "hint" not in text
+
+
+def test_the_hint_quoted_in_the_docs_is_what_inspect_prints() -> None:
+    path = str(FIXTURES / "real/anthropic-text.sse")
+    _, text = _run("inspect", path, "--route", "openai.chat_completions")
+    head = "\n".join(text.splitlines()[:2])
+    assert f"```text\n{head}\n```" in (DOCS / "users" / "inspect.md").read_text()
+
+
+def test_every_field_inspect_prints_is_documented() -> None:
+    """Span attributes in the attribute reference, ``inspect``'s own fields in its page."""
+    reference = (DOCS / "operators" / "reference.md").read_text()
+    page = (DOCS / "users" / "inspect.md").read_text()
+    printed: set[str] = set()
+    for path in sorted(FIXTURES.glob("*/*.sse")):
+        printed |= set(json.loads(_run("inspect", str(path), "--json")[1]))
+    assert {"otelsse.discarded_event", "otelsse.anomaly_count"} <= printed
+    assert any(key.startswith("otelsse.anomaly.") for key in printed)
+    for key in printed - {"verdict", "reason"}:
+        documented = re.sub(r"^otelsse\.anomaly\.\w+$", "otelsse.anomaly.<name>", key)
+        assert f"`{documented}`" in reference + page, key
 
 
 def test_inspect_chooses_the_route_and_host_profile_from_the_url() -> None:
