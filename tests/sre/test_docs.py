@@ -23,6 +23,7 @@ reader options. Every ``buffer_limit`` stage a real reader reports is documented
 docs/users/neighbours.md must hold the generated "who records what" table, which real SDK spans of
 each neighbour's scope, ``genai_neighbour()`` and a real ``Telemetry`` confirm cell by cell, a
 section per ``semconv.NEIGHBOURS`` scope, and the detection marks ``genai_neighbour()`` uses.
+examples/README.md's scenario table must be the fake provider's scenarios and outcomes.
 """
 
 from __future__ import annotations
@@ -723,3 +724,13 @@ def test_who_records_what_beside_each_neighbour_is_what_otelsse_does() -> None:
             else:  # everything else: otelsse's own span attributes and metrics, always
                 emitted = semconv.OUTCOME in attributes and semconv.STREAMS.name in names[None]
             assert cells[index - 1] == ("**otelsse**" if emitted else "left to it"), (column, text)
+
+
+def test_the_examples_scenario_table_is_the_fake_providers() -> None:
+    """examples/README.md lists every scenario of the fake provider, in its order, with the
+    outcome otelsse must report for it."""
+    from otelsse._demo.provider import EXPECTED_OUTCOME
+
+    text = (DOCS.parent / "examples" / "README.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \| [^|]+ \| `(\w+)` \|$", text, re.MULTILINE)
+    assert rows == list(EXPECTED_OUTCOME.items())
