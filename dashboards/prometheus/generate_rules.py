@@ -593,6 +593,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--output", type=Path, default=HERE, help="directory to write into")
     args = parser.parse_args(argv)
+    # Debian's prometheus package, for one, creates no rules directory.
+    args.output.mkdir(parents=True, exist_ok=True)
     for name, text in render(args.runbook_url).items():
         (args.output / name).write_text(text, encoding="utf-8")
         print(f"wrote {args.output / name}")

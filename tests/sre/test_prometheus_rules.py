@@ -229,11 +229,13 @@ def test_every_alert_is_documented(rule: dict[str, Any]) -> None:
 
 
 def test_the_runbook_base_url_is_one_setting(tmp_path: Path) -> None:
-    """``--runbook-url`` moves every alert's link and nothing else."""
+    """``--runbook-url`` moves every alert's link and nothing else; ``--output`` makes the
+    directory it names."""
     base = "https://wiki.example.internal/sre/otelsse-runbooks"
-    assert GENERATOR.main(["--runbook-url", base, "--output", str(tmp_path)]) == 0
+    output = tmp_path / "etc" / "prometheus" / "rules"
+    assert GENERATOR.main(["--runbook-url", base, "--output", str(output)]) == 0
     for path in RULE_FILES:
-        moved = _load(tmp_path / path.name)
+        moved = _load(output / path.name)
         assert moved == yaml.safe_load(
             path.read_text(encoding="utf-8").replace(GENERATOR.RUNBOOK_URL, base)
         )
