@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 
 from ._core.decode import BOM
 from ._core.events import SSEEvent
+from ._exceptions import missing_extra
 from ._monitor import Outcome, StreamMonitor, StreamReport
 from ._version import __version__
 from .routes import (
@@ -520,7 +521,7 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
     try:
         from ._demo.run import DemoOptions, ListenError, run_demo
     except ImportError as exc:
-        return _fail(f"otelsse demo needs {exc.name}: pip install 'otelsse[demo]'")
+        return _fail(missing_extra("otelsse demo", exc.name, "demo"))
     options = DemoOptions(
         streams=args.streams,
         duration=args.duration,
@@ -792,7 +793,7 @@ def _proxy(args: argparse.Namespace) -> int:
     try:
         from .proxy import ConfigError, load_config, parse_upstream, serve
     except ImportError as exc:
-        return _fail(f"otelsse proxy needs {exc.name}: pip install 'otelsse[proxy]'")
+        return _fail(missing_extra("otelsse proxy", exc.name, "proxy"))
     # Every other flag is a setting of the same name (None: not given).
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "config", "upstream")}
     try:

@@ -7,7 +7,7 @@ OtelSSEError
 
 from __future__ import annotations
 
-__all__ = ["OtelSSEError", "ParserClosedError"]
+__all__ = ["OtelSSEError", "ParserClosedError", "missing_extra"]
 
 
 class OtelSSEError(Exception):
@@ -16,3 +16,12 @@ class OtelSSEError(Exception):
 
 class ParserClosedError(OtelSSEError):
     """``feed()`` or ``close()`` was called on a parser or monitor that is already closed."""
+
+
+def missing_extra(what: str, module: str | None, extra: str) -> str:
+    """The one line saying ``what`` needs ``module``, which the ``extra`` installs. otelsse is
+    not on PyPI, so the command that works is the editable install of a clone."""
+    return (
+        f"{what} needs {module or 'an optional dependency'}: install otelsse's {extra!r} extra"
+        f" (in a clone of otelsse: python -m pip install -e '.[{extra}]')"
+    )

@@ -21,7 +21,7 @@ from typing import Any
 from ._core.json import nests_deeper
 from ._core.stack import on_fresh_stack
 from ._core.state import INVALID_JSON, TRAILING_DATA
-from ._exceptions import OtelSSEError
+from ._exceptions import OtelSSEError, missing_extra
 
 __all__ = [
     "ARGUMENTS_NOT_OBJECT",
@@ -94,9 +94,7 @@ class ToolRegistry:
             try:
                 import jsonschema
             except ImportError as exc:  # pragma: no cover - jsonschema is a test dependency
-                raise OtelSSEError(
-                    "tool schemas need jsonschema: pip install 'otelsse[schema]'"
-                ) from exc
+                raise OtelSSEError(missing_extra("tool schemas", exc.name, "schema")) from exc
             for name, schema in schemas.items():
                 if schema is not None:
                     self._validators[name] = _validator(jsonschema, schema)

@@ -22,6 +22,11 @@ from typing import Any
 
 import pytest
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - the test extra installs tomli there
+    import tomli as tomllib
+
 from otelsse._cli import EXIT_COMPLETE, EXIT_NOT_COMPLETE, EXIT_NOT_SSE, EXIT_USAGE, main, verdict
 from otelsse._monitor import Outcome, StreamReport
 from otelsse.routes import route_names
@@ -179,6 +184,56 @@ def test_every_field_inspect_prints_is_documented() -> None:
     for key in printed - {"verdict", "reason"}:
         documented = re.sub(r"^otelsse\.anomaly\.\w+$", "otelsse.anomaly.<name>", key)
         assert f"`{documented}`" in reference + page, key
+
+
+def _extras() -> set[str]:
+    pyproject = (DOCS.parent / "pyproject.toml").read_text()
+    return set(tomllib.loads(pyproject)["project"]["optional-dependencies"])
+
+
+def _without(monkeypatch: pytest.MonkeyPatch, dependency: str, *importers: str) -> None:
+    """As if ``dependency`` were not installed, for ``importers`` imported from now on."""
+    monkeypatch.setitem(sys.modules, dependency, None)
+    for name in list(sys.modules):
+        if name.startswith(importers):
+            monkeypatch.delitem(sys.modules, name)
+
+
+@pytest.mark.parametrize(
+    ("argv", "dependency", "importers", "extra"),
+    [
+        (["proxy"], "uvicorn", ("otelsse.proxy",), "proxy"),
+    ],
+)
+def test_a_missing_extra_names_the_install_that_works_from_a_clone(
+    argv: list[str],
+    dependency: str,
+    importers: tuple[str, ...],
+    extra: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """otelsse is not on PyPI: ``pip install 'otelsse[x]'`` would fail; the editable install
+    of the clone's extra is what works."""
+    _without(monkeypatch, dependency, *importers)
+    assert _main_status(argv) == EXIT_USAGE
+    assert capsys.readouterr().err == (
+        f"otelsse {argv[0]} needs {dependency}: install otelsse's {extra!r} extra"
+        f" (in a clone of otelsse: python -m pip install -e '.[{extra}]')\n"
+    )
+    assert extra in _extras()
+
+
+def test_a_tool_schema_without_jsonschema_names_the_schema_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from otelsse import OtelSSEError
+    from otelsse._tools import ToolRegistry
+
+    monkeypatch.setitem(sys.modules, "jsonschema", None)
+    with pytest.raises(OtelSSEError, match=re.escape("python -m pip install -e '.[schema]'")):
+        ToolRegistry({"get_weather": {"type": "object"}})
+    assert "schema" in _extras()
 
 
 def test_inspect_chooses_the_route_and_host_profile_from_the_url() -> None:
