@@ -1285,20 +1285,37 @@ def _datasource_variable(name: str, label: str, kind: str) -> Json:
     }
 
 
-def variables() -> list[Json]:
+def _runbook_variable(runbook_url: str | None) -> Json:
+    """Where the panels' runbook links point: where docs/operators/runbooks.md is published.
+    Given (``--runbook-url``, as the Prometheus rules take it), a hidden constant; otherwise a
+    box to fill in, empty: otelsse has no published home to default to."""
+    if runbook_url is not None:
+        return {
+            "type": "constant",
+            "name": "runbook_url",
+            "label": "Runbooks URL",
+            "query": runbook_url,
+            "hide": 2,
+            "skipUrlSync": False,
+        }
+    return {
+        "type": "textbox",
+        "name": "runbook_url",
+        "label": "Runbooks URL",
+        "description": "Where docs/operators/runbooks.md is published, for the panels' runbook"
+        " links: type it here and save the dashboard, or generate it with --runbook-url.",
+        "query": "",
+        "current": {"text": "", "value": ""},
+        "hide": 0,
+        "skipUrlSync": False,
+    }
+
+
+def variables(runbook_url: str | None = None) -> list[Json]:
     chain: list[Json] = [
         _datasource_variable("datasource", "Data source", "prometheus"),
         _datasource_variable("traces", "Traces", TRACES_TYPE),
-        {
-            # Where the panels' runbook links point: change it here, in the dashboard's
-            # settings, or with ?var-runbook_url=... (the Prometheus rules' RUNBOOK_URL).
-            "type": "constant",
-            "name": "runbook_url",
-            "label": "Runbooks",
-            "query": RULES.RUNBOOK_URL,
-            "hide": 2,
-            "skipUrlSync": False,
-        },
+        _runbook_variable(runbook_url),
     ]
     earlier: list[str] = []
     for name, label, prom_label in VARIABLES:
@@ -1329,7 +1346,7 @@ def variables() -> list[Json]:
     return chain
 
 
-def dashboard() -> Json:
+def dashboard(runbook_url: str | None = None) -> Json:
     panels = layout(
         [
             *overview_row(),
@@ -1384,28 +1401,34 @@ def dashboard() -> Json:
                 }
             ]
         },
-        "templating": {"list": variables()},
+        "templating": {"list": variables(runbook_url)},
         "panels": panels,
     }
 
 
-def render() -> str:
-    return json.dumps(dashboard(), indent=2, ensure_ascii=False) + "\n"
+def render(runbook_url: str | None = None) -> str:
+    return json.dumps(dashboard(runbook_url), indent=2, ensure_ascii=False) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only compare with the committed file")
+    parser.add_argument(
+        "--runbook-url",
+        help="where docs/operators/runbooks.md is published (the panels' runbook links);"
+        " without it the dashboard asks for it in a box",
+    )
+    parser.add_argument("--output", type=Path, default=OUTPUT, help="the file to write")
     args = parser.parse_args(argv)
-    text = render()
+    text = render(args.runbook_url)
     if args.check:
-        current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else ""
+        current = args.output.read_text(encoding="utf-8") if args.output.exists() else ""
         if current != text:
-            print(f"{OUTPUT} is out of date: run {Path(__file__).name}", file=sys.stderr)
+            print(f"{args.output} is out of date: run {Path(__file__).name}", file=sys.stderr)
             return 1
         return 0
-    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
-    OUTPUT.write_text(text, encoding="utf-8")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text, encoding="utf-8")
     return 0
 
 

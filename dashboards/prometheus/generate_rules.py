@@ -36,10 +36,11 @@ import yaml
 from otelsse import semconv
 
 HERE = Path(__file__).resolve().parent
-#: Where every alert's ``runbook_url`` points (plus ``#`` and the alert's name in lower case):
-#: the one setting to change for a copy of docs/operators/runbooks.md kept elsewhere
-#: (``--runbook-url``).
-RUNBOOK_URL = "https://github.com/otelsse/otelsse/blob/main/docs/operators/runbooks.md"
+#: The runbooks' place in otelsse's source tree. Each alert's section there is ``#`` and its
+#: name in lower case: the ``runbook`` annotation names it, or, where the runbooks are
+#: published (``--runbook-url``, the one setting; otelsse has no home to default to), the
+#: ``runbook_url`` annotation links to it.
+RUNBOOKS_PATH = "docs/operators/runbooks.md"
 
 BY = "job, otelsse_route, server_address"
 #: The histograms' level: they have no server (``semconv.HISTOGRAM_ATTRIBUTES``).
@@ -567,8 +568,9 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
-def render(runbook_url: str = RUNBOOK_URL) -> dict[str, str]:
-    """File name -> the text this generator writes, runbook links under ``runbook_url``."""
+def render(runbook_url: str | None = None) -> dict[str, str]:
+    """File name -> the text this generator writes; runbook links under ``runbook_url`` when
+    given, else each alert names its runbook section in the source tree."""
     files = {
         "otelsse-recording.rules.yaml": recording_rules(),
         "otelsse-alerts.rules.yaml": alerting_rules(),
@@ -578,7 +580,11 @@ def render(runbook_url: str = RUNBOOK_URL) -> dict[str, str]:
         for group in content["groups"]:
             for rule in group["rules"]:
                 if "alert" in rule:
-                    rule["annotations"]["runbook_url"] = f"{runbook_url}#{rule['alert'].lower()}"
+                    section = f"#{rule['alert'].lower()}"
+                    if runbook_url is None:
+                        rule["annotations"]["runbook"] = RUNBOOKS_PATH + section
+                    else:
+                        rule["annotations"]["runbook_url"] = runbook_url + section
     return {
         name: HEADER.format(by=BY)
         + yaml.dump(content, Dumper=_Dumper, sort_keys=False, width=1000, allow_unicode=True)
@@ -589,7 +595,9 @@ def render(runbook_url: str = RUNBOOK_URL) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--runbook-url", default=RUNBOOK_URL, help="where docs/operators/runbooks.md is published"
+        "--runbook-url",
+        help="where docs/operators/runbooks.md is published: alerts link there (runbook_url)"
+        " instead of naming the file in the source tree (runbook)",
     )
     parser.add_argument("--output", type=Path, default=HERE, help="directory to write into")
     args = parser.parse_args(argv)

@@ -17,7 +17,7 @@ under both name sets, the generic route without provider or model, refusals and 
 calls, the gate's calls in their final states with their error types). The stream-success
 panels select the SLO's bad streams exactly as its rules do. The latency histograms ask for
 exemplars; the failing-streams table links each row to its spans in the traces data source; the
-runbook links use one variable whose value is the rules' ``RUNBOOK_URL`` and point at existing
+runbook links use one variable (``--runbook-url``; without it an empty box) and point at existing
 runbook sections, every alert's included. The "Tool gate" row shows the calls by final state
 over time, the quarantine rate by error type, the policy denials by tool and the calls needing
 reconciliation. The committed JSON must equal ``generate.py``'s output, and the provisioning YAML
@@ -55,6 +55,7 @@ GATE_CALLS = "otelsse_gate_calls_total"
 ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "dashboards" / "grafana"
 RULES = load_script(ROOT / "dashboards" / "prometheus" / "generate_rules.py")
+GENERATOR = load_script(GRAFANA / "generate.py")
 DASHBOARD_FILES = sorted((GRAFANA / "dashboards").glob("*.json"))
 PROVIDER_PATH = "/var/lib/grafana/dashboards/otelsse"
 DATASOURCE_REF = {"type": "prometheus", "uid": "${datasource}"}
@@ -230,15 +231,12 @@ def test_variables_chained_and_all_used(dashboard: Json) -> None:
     sources = [name for name, v in variables.items() if v["type"] == "datasource"]
     assert sources == ["datasource", "traces"]
     assert variables["traces"]["query"] == TRACES_TYPE
-    # The runbook base is one setting: a hidden constant, the rules' RUNBOOK_URL.
-    constants = {name: v for name, v in variables.items() if v["type"] == "constant"}
-    assert list(constants) == ["runbook_url"]
-    assert (constants["runbook_url"]["query"], constants["runbook_url"]["hide"]) == (
-        RULES.RUNBOOK_URL,
-        2,
-    )
+    # The runbook base is one setting, with no default: a box to fill in (see the next test).
+    boxes = {name: v for name, v in variables.items() if v["type"] == "textbox"}
+    assert list(boxes) == ["runbook_url"]
+    assert (boxes["runbook_url"]["query"], boxes["runbook_url"]["hide"]) == ("", 0)
     chain = [name for name, v in variables.items() if v["type"] == "query"]
-    assert len(chain) + len(sources) + len(constants) == len(variables)
+    assert len(chain) + len(sources) + len(boxes) == len(variables)
     for position, name in enumerate(chain):
         variable = variables[name]
         assert (variable["multi"], variable["includeAll"], variable["allValue"]) == (
@@ -513,8 +511,7 @@ def test_every_query_returns_data_on_contract_shaped_series(
 
 
 def test_committed_json_is_the_generator_output() -> None:
-    generate = load_script(GRAFANA / "generate.py")
-    assert generate.OUTPUT.read_text(encoding="utf-8") == generate.render(), (
+    assert GENERATOR.OUTPUT.read_text(encoding="utf-8") == GENERATOR.render(), (
         "dashboards/grafana/dashboards is stale: run python dashboards/grafana/generate.py"
     )
 
@@ -571,6 +568,22 @@ def test_latency_panels_show_exemplars(dashboard: Json) -> None:
                 assert panel["type"] == "timeseries", panel["title"]
                 assert "histogram_quantile" in t["expr"], panel["title"]
     assert latency >= 5
+
+
+def test_the_runbook_base_url_is_one_setting(tmp_path: Path, dashboard: Json) -> None:
+    """``--runbook-url`` makes the box a hidden constant holding the URL, and changes nothing
+    else; ``--output`` writes elsewhere than the committed file."""
+    base = "https://wiki.example.internal/sre/otelsse-runbooks"
+    output = tmp_path / "grafana" / "otelsse-overview.json"
+    assert GENERATOR.main(["--runbook-url", base, "--output", str(output)]) == 0
+    given = json.loads(output.read_text(encoding="utf-8"))
+    [constant] = [v for v in given["templating"]["list"] if v["name"] == "runbook_url"]
+    assert (constant["type"], constant["query"], constant["hide"]) == ("constant", base, 2)
+    for document in (given, dashboard):
+        document["templating"]["list"] = [
+            v for v in document["templating"]["list"] if v["name"] != "runbook_url"
+        ]
+    assert given == dashboard
 
 
 def test_runbook_links_point_at_runbook_sections_for_every_alert(dashboard: Json) -> None:
