@@ -15,6 +15,7 @@ mounted or built paths exist. The first tests show the helpers refuse what they 
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import re
 import shlex
@@ -351,6 +352,20 @@ def compose_collector(compose: dict[str, Any]) -> dict[str, Any]:
     collector = compose["services"]["otel-collector"]
     loaded: dict[str, Any] = load_yaml(host_path(collector, "/etc/otelcol-contrib/config.yaml"))
     return loaded
+
+
+@pytest.mark.parametrize("path", [DEPLOY / "compose.yaml", EXAMPLES_COMPOSE / "compose.yaml"])
+def test_compose_files_say_they_need_compose_v2(path: Path) -> None:
+    # Their top-level name is the Compose Specification's: docker-compose v1 refuses it, and
+    # Compose v2 calls a version key obsolete
+    # (https://docs.docker.com/reference/compose-file/version-and-name/).
+    loaded = load_yaml(path)
+    assert "name" in loaded
+    assert "version" not in loaded
+    lines = path.read_text().splitlines()
+    header = "\n".join(itertools.takewhile(lambda line: line.startswith("#"), lines))
+    assert "Docker Compose v2" in header, path
+    assert "`docker compose`, not `docker-compose` v1" in header, path
 
 
 def test_compose_dependencies_builds_and_mounts_resolve(compose: dict[str, Any]) -> None:
