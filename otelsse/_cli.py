@@ -703,8 +703,9 @@ def _parser() -> _Parser:
         help="run the reverse proxy that observes streams for clients in any language",
         description=(
             "Forward /NAME/... to the upstream NAME and record each stream's otelsse span and "
-            "metrics. Flags override the --config file. Spans and metrics go over OTLP when "
-            "OTEL_EXPORTER_OTLP_ENDPOINT is set; /metrics is served with --metrics-listen."
+            "metrics. Flags override the --config file. Spans and metrics go where "
+            "OTEL_TRACES_EXPORTER and OTEL_METRICS_EXPORTER say (otlp, console, none; otlp "
+            "once OTEL_EXPORTER_OTLP_ENDPOINT is set); /metrics is served with --metrics-listen."
         ),
         epilog=_PROXY_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -806,8 +807,10 @@ def _proxy(args: argparse.Namespace) -> int:
             problem = address and _port_problem(flag, *address)
             if problem:
                 raise ConfigError(problem)
-        # serve refuses, before it listens, a max_streams its file descriptors cannot carry
-        return serve(config)
+        # serve refuses, before it listens, telemetry it cannot export with (the OTEL_*
+        # variables) and a max_streams its file descriptors cannot carry; once it listens,
+        # it says where, and where it forwards and exports to, in one line
+        return serve(config, lambda line: _say(sys.stderr, f"otelsse proxy: {line}"))
     except ConfigError as exc:
         return _fail(f"otelsse proxy: error: {exc}")
 

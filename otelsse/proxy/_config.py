@@ -1,8 +1,10 @@
-"""What the proxy is told: its upstreams, addresses and limits, from a TOML file and flags.
+"""What the proxy is told: its upstreams, addresses and limits, from a TOML file and flags;
+where its telemetry goes, from the OpenTelemetry SDK's environment variables.
 
 Every check is made here, before anything listens, and fails with one line naming the setting:
 an upstream the proxy could be talked into misusing (a base URL with credentials, a query, or a
-name that shadows the proxy's own paths) is refused at start, not at the first request.
+name that shadows the proxy's own paths) is refused at start, not at the first request; so is
+an exporter, protocol or endpoint the proxy cannot export with.
 """
 
 from __future__ import annotations
@@ -23,7 +25,17 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[import-not-found]
 
-__all__ = ["ConfigError", "ProxyConfig", "Upstream", "load_config", "parse_address"]
+__all__ = [
+    "ConfigError",
+    "Export",
+    "Exports",
+    "ProxyConfig",
+    "SignalExports",
+    "Upstream",
+    "load_config",
+    "load_exports",
+    "parse_address",
+]
 
 #: Paths the proxy answers itself; no upstream may take their names.
 RESERVED_NAMES = frozenset({"healthz", "readyz", "metrics"})
@@ -53,7 +65,10 @@ class Upstream:
                 f"upstream name {self.name!r}: lower-case letters, digits, '-', '_' or '.', "
                 f"at most 63, and none of {reserved}"
             )
-        given, base = URL(self.url), self.base
+        try:
+            given, base = URL(self.url), self.base
+        except ValueError:  # yarl's: a host it cannot encode (a control or bidi character)
+            raise ConfigError(f"upstream {self.name}: {self.url!r} is not an http(s) URL") from None
         if given.query_string or given.fragment:
             raise ConfigError(f"upstream {self.name}: the URL takes no query or fragment")
         if base.scheme not in ("http", "https") or not base.host:
@@ -259,3 +274,141 @@ def _file_upstreams(table: object) -> list[Upstream]:
             raise ConfigError(f"upstreams.{name}: unknown setting {unknown[0]!r}")
         found.append(Upstream(name, fields["url"], fields.get("host_profile")))
     return found
+
+
+# -- where telemetry goes ----------------------------------------------------------------------
+# The OpenTelemetry specification's "SDK Environment Variables" (Exporter Selection) and "OTLP
+# Exporter" (Configuration Options, Endpoint URLs for OTLP/HTTP):
+# https://opentelemetry.io/docs/specs/otel/configuration/sdk-environment-variables/
+# https://opentelemetry.io/docs/specs/otel/protocol/exporter/
+
+#: The exporters ``OTEL_TRACES_EXPORTER``/``OTEL_METRICS_EXPORTER`` may name here.
+EXPORTERS = ("otlp", "console", "none")
+#: The OTLP protocols of the Python SDK's exporters, the specification's default first
+#: (``http/json`` has no Python exporter).
+OTLP_PROTOCOLS = ("http/protobuf", "grpc")
+#: Where an OTLP exporter sends when no endpoint is set (the specification's defaults).
+_DEFAULT_ENDPOINTS = {"http/protobuf": "http://localhost:4318", "grpc": "http://localhost:4317"}
+#: Exporters the specification names that the proxy offers another way, by signal.
+_EXPORTED_OTHERWISE = {
+    ("metrics", "prometheus"): "the proxy serves /metrics with --metrics-listen HOST:PORT",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Export:
+    """One exporter of a signal: ``console`` (stdout), or ``otlp`` over ``protocol`` to
+    ``endpoint``, the URL the exporter is given as it is."""
+
+    exporter: str
+    protocol: str | None = None
+    endpoint: str | None = None
+
+    def __str__(self) -> str:
+        if self.endpoint is None:
+            return self.exporter
+        # Said without what may be secret: userinfo, query and fragment.
+        shown = URL(self.endpoint).with_user(None).with_query(None).with_fragment(None)
+        return f"{self.exporter} {self.protocol} → {shown}"
+
+
+@dataclasses.dataclass(frozen=True)
+class SignalExports:
+    """Where one signal (``traces`` or ``metrics``) goes: ``exports``, none or more."""
+
+    signal: str
+    exports: tuple[Export, ...] = ()
+    #: Nothing exported because nothing was configured: no exporter named and no OTLP endpoint
+    #: set. The SDK's default, OTLP to localhost, is not assumed: it would fail at every export
+    #: where no collector runs beside the proxy.
+    unconfigured: bool = False
+
+    def __str__(self) -> str:
+        if self.exports:
+            return ", ".join(map(str, self.exports))
+        if self.unconfigured:
+            variable = f"OTEL_{self.signal.upper()}_EXPORTER"
+            return f"none (set OTEL_EXPORTER_OTLP_ENDPOINT, or {variable}=console)"
+        return "none"
+
+
+@dataclasses.dataclass(frozen=True)
+class Exports:
+    """Where the proxy's telemetry goes, each signal by its own variables."""
+
+    traces: SignalExports
+    metrics: SignalExports
+
+
+def load_exports(environ: Mapping[str, str]) -> Exports:
+    """Where telemetry goes by the SDK's variables in ``environ`` (an empty one is unset):
+
+    - ``OTEL_{TRACES,METRICS}_EXPORTER``: ``otlp`` (the default), ``console``, ``none``, or a
+      comma-separated list of the first two. Left unset, OTLP is used only when an endpoint is
+      set (``SignalExports.unconfigured``); ``otlp`` named sends to the default endpoint too.
+    - ``OTEL_EXPORTER_OTLP_{TRACES_,METRICS_,}PROTOCOL``: ``http/protobuf`` (the default) or
+      ``grpc``, the signal's own first.
+    - ``OTEL_EXPORTER_OTLP_{TRACES,METRICS}_ENDPOINT``, taken as it is, else
+      ``OTEL_EXPORTER_OTLP_ENDPOINT``, a base URL (``v1/traces``, ``v1/metrics`` added for
+      ``http/protobuf``), else ``http://localhost:4318`` (``:4317`` for ``grpc``).
+
+    Raises ConfigError naming the variable for an exporter, protocol or endpoint it cannot use.
+    """
+    return Exports(_signal_exports("traces", environ), _signal_exports("metrics", environ))
+
+
+def _signal_exports(signal: str, environ: Mapping[str, str]) -> SignalExports:
+    variable = f"OTEL_{signal.upper()}_EXPORTER"
+    given = environ.get(variable, "").strip()
+    names = list(dict.fromkeys(name.strip().lower() for name in given.split(",") if name.strip()))
+    for name in names:
+        # Refused, as the Python SDK's own configuration refuses an exporter it cannot load
+        # (the specification would ignore it with a warning): not a proxy exporting nowhere.
+        if name not in EXPORTERS:
+            why = _EXPORTED_OTHERWISE.get(
+                (signal, name), "the proxy exports with otlp, console or none"
+            )
+            raise ConfigError(f"{variable} {given!r}: {why}")
+    if names == ["none"]:
+        return SignalExports(signal)
+    if "none" in names:
+        raise ConfigError(f"{variable} {given!r}: none goes alone")
+    own_endpoint = f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT"
+    if not names and not (environ.get(own_endpoint) or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")):
+        return SignalExports(signal, unconfigured=True)
+    exports = [
+        Export("console") if name == "console" else _otlp(signal, environ)
+        for name in names or ["otlp"]
+    ]
+    return SignalExports(signal, tuple(exports))
+
+
+def _otlp(signal: str, environ: Mapping[str, str]) -> Export:
+    upper = signal.upper()
+    protocol_variable = next(
+        (
+            name
+            for name in (f"OTEL_EXPORTER_OTLP_{upper}_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+            if environ.get(name, "").strip()
+        ),
+        None,
+    )
+    protocol = environ[protocol_variable].strip() if protocol_variable else OTLP_PROTOCOLS[0]
+    if protocol not in OTLP_PROTOCOLS:
+        raise ConfigError(
+            f"{protocol_variable} {protocol!r}: the proxy's OTLP exporters speak "
+            + " or ".join(OTLP_PROTOCOLS)
+        )
+    own = f"OTEL_EXPORTER_OTLP_{upper}_ENDPOINT"
+    variable = own if environ.get(own, "").strip() else "OTEL_EXPORTER_OTLP_ENDPOINT"
+    endpoint = environ.get(variable, "").strip() or _DEFAULT_ENDPOINTS[protocol]
+    try:
+        url = URL(endpoint)
+    except ValueError:
+        url = URL()
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ConfigError(f"{variable} {endpoint!r}: expected an http(s) URL, as http://HOST:PORT")
+    if variable != own and protocol == "http/protobuf":  # a base URL: the signal's path added
+        path = url.path if url.path.endswith("/") else url.path + "/"
+        endpoint = str(url.with_path(path + f"v1/{signal}", keep_query=True))
+    return Export("otlp", protocol, endpoint)

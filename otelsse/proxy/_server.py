@@ -6,11 +6,10 @@ uvicorn and aiohttp's server cost the same per event and per stream, and uvicorn
 ASGI, as the middleware does; aiohttp's client costs 2.5 to 5 times less CPU per event than
 httpx's, so it reads the upstream.
 
-Telemetry follows the SDK's environment variables: each signal goes over OTLP when
-``OTEL_EXPORTER_OTLP_ENDPOINT`` or its own ``..._TRACES_``/``..._METRICS_ENDPOINT`` is set and
-``OTEL_TRACES_EXPORTER``/``OTEL_METRICS_EXPORTER`` is not ``none``, over its ``..._PROTOCOL``
-(``http/protobuf`` unless it says ``grpc``); the resource from ``OTEL_SERVICE_NAME`` and
-``OTEL_RESOURCE_ATTRIBUTES`` (service name ``otelsse-proxy`` by default).
+Telemetry goes where the SDK's environment variables say (``_config.load_exports``: OTLP,
+the console, or nowhere, each signal by its own); the resource from ``OTEL_SERVICE_NAME`` and
+``OTEL_RESOURCE_ATTRIBUTES`` (service name ``otelsse-proxy`` by default). Once it listens, the
+proxy says in one line where, and where it forwards to (``start_line``).
 
 The connections are bounded where uvicorn's httptools protocol leaves them open
 (``BoundedHttpProtocol``): the size of a request's head and the time to receive it, a request
@@ -45,20 +44,28 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from ._app import ProxyApp, UpstreamCut, refusal
-from ._config import ConfigError, ProxyConfig
+from ._config import ConfigError, Export, Exports, ProxyConfig, load_exports
 
 if sys.platform != "win32":
     import resource
 
-__all__ = ["BoundedHttpProtocol", "Providers", "ProxyServer", "raise_descriptor_limit", "serve"]
+__all__ = [
+    "BoundedHttpProtocol",
+    "Providers",
+    "ProxyServer",
+    "raise_descriptor_limit",
+    "serve",
+    "start_line",
+]
 
 _LOG = logging.getLogger("otelsse.proxy")
 
 
 class Providers:
-    """The SDK providers the proxy exports through, from the standard environment variables."""
+    """The SDK providers the proxy exports through: to ``exports``, and to Prometheus's scrape
+    when ``metrics_listen`` is set."""
 
-    def __init__(self, config: ProxyConfig) -> None:
+    def __init__(self, config: ProxyConfig, exports: Exports) -> None:
         resource = Resource.create(
             {"service.name": os.environ.get("OTEL_SERVICE_NAME") or "otelsse-proxy"}
         )
@@ -71,10 +78,10 @@ class Providers:
             host, port = config.metrics_listen
             start_http_server(port, host)
             readers.append(PrometheusMetricReader())
-        if _exports("TRACES"):
-            self.tracer_provider.add_span_processor(BatchSpanProcessor(_span_exporter()))
-        if _exports("METRICS"):
-            readers.append(PeriodicExportingMetricReader(_metric_exporter()))
+        for export in exports.traces.exports:
+            self.tracer_provider.add_span_processor(BatchSpanProcessor(_span_exporter(export)))
+        for export in exports.metrics.exports:
+            readers.append(PeriodicExportingMetricReader(_metric_exporter(export)))
         self.meter_provider = MeterProvider(metric_readers=readers, resource=resource)
 
     def shutdown(self) -> None:
@@ -83,45 +90,38 @@ class Providers:
         self.meter_provider.shutdown()
 
 
-def _exports(signal: str) -> bool:
-    """Whether ``signal`` (``TRACES``/``METRICS``) goes over OTLP: an endpoint is set for it,
-    and ``OTEL_{signal}_EXPORTER`` does not say ``none``."""
-    if os.environ.get(f"OTEL_{signal}_EXPORTER", "").strip().lower() == "none":
-        return False
-    endpoints = ("OTEL_EXPORTER_OTLP_ENDPOINT", f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")
-    return any(os.environ.get(name) for name in endpoints)
+# Each exporter is given its endpoint (the one the start line names); it reads its headers,
+# timeout, compression and certificates from the environment itself.
+def _span_exporter(export: Export) -> SpanExporter:
+    if export.exporter == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-
-def _grpc(signal: str) -> bool:
-    protocol = os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"
-    )
-    return protocol.strip() == "grpc"
-
-
-# Each exporter reads its endpoint, headers and timeout from the environment itself.
-def _span_exporter() -> SpanExporter:
-    if _grpc("TRACES"):
+        return ConsoleSpanExporter()
+    if export.protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-        return OTLPSpanExporter()
+        return OTLPSpanExporter(endpoint=export.endpoint)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
         OTLPSpanExporter as HTTPSpanExporter,
     )
 
-    return HTTPSpanExporter()
+    return HTTPSpanExporter(endpoint=export.endpoint)
 
 
-def _metric_exporter() -> MetricExporter:
-    if _grpc("METRICS"):
+def _metric_exporter(export: Export) -> MetricExporter:
+    if export.exporter == "console":
+        from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
+
+        return ConsoleMetricExporter()
+    if export.protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 
-        return OTLPMetricExporter()
+        return OTLPMetricExporter(endpoint=export.endpoint)
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
         OTLPMetricExporter as HTTPMetricExporter,
     )
 
-    return HTTPMetricExporter()
+    return HTTPMetricExporter(endpoint=export.endpoint)
 
 
 class _QuietCuts(logging.Filter):
@@ -326,18 +326,38 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
 
 class ProxyServer(uvicorn.Server):
-    """uvicorn serving ``app`` on its ``listen`` address. SIGTERM/SIGINT start the drain:
-    ``/readyz`` fails, no new connection is taken, streams in flight get ``drain_timeout``
-    seconds, then are cancelled (their span says ``otelsse.cancel_reason=shutdown``).
+    """uvicorn serving ``app`` on its ``listen`` address; ``on_listening`` is called with the
+    address once it listens there.
+
+    SIGTERM/SIGINT start the drain: ``/readyz`` fails, no new connection is taken, requests in
+    flight get ``drain_timeout`` seconds. Then each one still running is cancelled, once: the
+    app answers it (a 503 ``shutdown``, or the connection cut mid-stream; its span says
+    ``otelsse.cancel_reason=shutdown``) and it ends; the connections still open then are closed,
+    and the lifespan shutdown closes the upstream connections.
 
     Raises ConfigError when the file descriptors cannot carry ``max_streams``."""
 
-    def __init__(self, app: ProxyApp) -> None:
+    def __init__(
+        self, app: ProxyApp, on_listening: Callable[[tuple[str, int]], None] | None = None
+    ) -> None:
         super().__init__(_uvicorn_config(app, raise_descriptor_limit(app.config.max_streams)))
         self.proxy = app
+        self._on_listening = on_listening
+        self._drain_end: asyncio.Task[None] | None = None
         error_log = logging.getLogger("uvicorn.error")
         if not any(isinstance(known, _QuietCuts) for known in error_log.filters):
             error_log.addFilter(_QuietCuts())
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The host and port it listens on (the port chosen, when ``listen`` said 0)."""
+        host, port = self.servers[0].sockets[0].getsockname()[:2]
+        return str(host), int(port)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and self._on_listening is not None:
+            self._on_listening(self.address)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # Not uvicorn's: it re-raises the signal once drained, which would kill the process
@@ -347,6 +367,43 @@ class ProxyServer(uvicorn.Server):
             self.force_exit = True
         else:
             self.should_exit = True
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # The drain's deadline is kept here, not by uvicorn's timeout_graceful_shutdown: at
+        # that one uvicorn logs an ERROR and goes on to the lifespan shutdown, closing the
+        # upstream connections, without waiting for the requests it has just cancelled.
+        loop = asyncio.get_running_loop()
+        deadline = loop.call_later(self.proxy.config.drain_timeout, self._drain_ran_out)
+        try:
+            await super().shutdown(sockets)  # waits for every connection and request to end
+        finally:
+            deadline.cancel()
+
+    def _drain_ran_out(self) -> None:
+        requests = list(self.server_state.tasks)
+        if requests:
+            _LOG.warning(
+                "drain_timeout %gs ran out: %d request(s) still in flight cancelled "
+                "(otelsse.cancel_reason=shutdown)",
+                self.proxy.config.drain_timeout,
+                len(requests),
+            )
+        for connection in list(self.server_state.connections):
+            if connection.transport.get_write_buffer_size():
+                # Its client is not taking what was sent: an answer written now would wait
+                # for it, and the drain with it.
+                connection.transport.abort()
+        for task in requests:
+            task.cancel()
+        self._drain_end = asyncio.ensure_future(self._close_connections(requests))
+
+    async def _close_connections(self, requests: list[asyncio.Task[None]]) -> None:
+        """Once the cancelled ``requests`` answered and ended, close the connections left: the
+        drain is over."""
+        if requests:
+            await asyncio.wait(requests)
+        for connection in list(self.server_state.connections):
+            connection.transport.abort()
 
 
 def _uvicorn_config(app: ProxyApp, fd_limit: int) -> uvicorn.Config:
@@ -373,7 +430,7 @@ def _uvicorn_config(app: ProxyApp, fd_limit: int) -> uvicorn.Config:
         date_header=False,
         # typed int, but uvicorn hands them to asyncio, which takes seconds as a float
         timeout_keep_alive=config.keep_alive_timeout,  # type: ignore[arg-type]
-        timeout_graceful_shutdown=config.drain_timeout,  # type: ignore[arg-type]
+        timeout_graceful_shutdown=None,  # the drain's deadline is ProxyServer's
         log_level="warning",
     )
 
@@ -389,21 +446,45 @@ def _shared_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(config: ProxyConfig) -> int:
+def serve(config: ProxyConfig, announce: Callable[[str], None] | None = None) -> int:
     """Run the proxy until SIGTERM or Ctrl-C has drained it; returns the exit status.
 
-    Raises ConfigError, before anything listens, when the file descriptors cannot carry
-    ``max_streams``."""
+    ``announce`` is given the start line (``start_line``) once the proxy listens.
+
+    Raises ConfigError, before anything listens, when the telemetry's environment variables
+    name what the proxy cannot export with (``load_exports``), or when the file descriptors
+    cannot carry ``max_streams``."""
+    exports = load_exports(os.environ)
     raise_descriptor_limit(config.max_streams)
-    providers = Providers(config)
+    providers = Providers(config, exports)
     app = ProxyApp(
         config,
         tracer_provider=providers.tracer_provider,
         meter_provider=providers.meter_provider,
     )
-    server = ProxyServer(app)
+
+    def listening(address: tuple[str, int]) -> None:
+        if announce is not None:
+            announce(start_line(config, address, exports))
+
+    server = ProxyServer(app, listening)
     try:
         server.run(sockets=[_shared_socket(*config.listen)] if config.reuse_port else None)
     finally:
         providers.shutdown()
     return 0 if server.started else 1
+
+
+def start_line(config: ProxyConfig, address: tuple[str, int], exports: Exports) -> str:
+    """One line saying where the proxy listens (``address``), the upstreams it forwards to,
+    where ``/metrics`` is served, and where each signal is exported."""
+    upstreams = ", ".join(f"{upstream.name} → {upstream.base}" for upstream in config.upstreams)
+    scrape = "off" if config.metrics_listen is None else _http(*config.metrics_listen) + "/metrics"
+    return (
+        f"listening on {_http(*address)}; upstreams: {upstreams}; /metrics: {scrape}; "
+        f"traces: {exports.traces}; metrics: {exports.metrics}"
+    )
+
+
+def _http(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

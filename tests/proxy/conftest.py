@@ -89,8 +89,7 @@ def start_proxy(config: ProxyConfig, **app_options: Any) -> Iterator[RunningProx
     try:
         wait_for(lambda: server.started or not thread.is_alive(), "the proxy to start")
         assert server.started, "the proxy did not start"
-        port = server.servers[0].sockets[0].getsockname()[1]
-        yield RunningProxy(app, server, otel, f"http://127.0.0.1:{port}")
+        yield RunningProxy(app, server, otel, f"http://127.0.0.1:{server.address[1]}")
     finally:
         server.should_exit = True
         joined(thread, MAX_WAIT)  # the proxy stopped

@@ -10,8 +10,10 @@ import pytest
 import otelsse.proxy
 from otelsse._cli import main
 from otelsse.proxy import ConfigError, ProxyApp, ProxyConfig, Upstream, load_config
-from otelsse.proxy._config import parse_upstream
+from otelsse.proxy._config import load_exports, parse_upstream
+from otelsse.proxy._server import start_line
 from otelsse.routes import Request, get_route, match_route, unregister_host
+from tests.test_deploy import proxy_config
 
 UPSTREAM = '[upstreams.openai]\nurl = "https://api.openai.com/"\n'
 
@@ -141,3 +143,68 @@ def test_the_numbers_a_flag_or_the_file_give_are_taken(tmp_path: Path) -> None:
     config = load_config(str(path), {"body_timeout": "0.5", "drain_timeout": "0"})
     assert (config.header_timeout, config.max_header_bytes) == (2.0, 1000)
     assert (config.body_timeout, config.drain_timeout) == (0.5, 0.0)
+
+
+# -- where telemetry goes, and the start line that says so ---------------------------------------
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "operators" / "proxy.md"
+
+
+@pytest.mark.parametrize(
+    ("environ", "traces", "metrics"),
+    [
+        ({}, "none (set OTEL_EXPORTER_OTLP_ENDPOINT, or OTEL_TRACES_EXPORTER=console)", None),
+        ({"OTEL_TRACES_EXPORTER": "console,otlp"}, "console, otlp http/protobuf → "
+         "http://localhost:4318/v1/traces", None),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "https://u:p@c.example/base?k=v",
+          "OTEL_METRICS_EXPORTER": "none"},
+         "otlp http/protobuf → https://c.example/base/v1/traces", "none"),
+        ({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+          "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://m.example:4317"},
+         "none (set OTEL_EXPORTER_OTLP_ENDPOINT, or OTEL_TRACES_EXPORTER=console)",
+         "otlp grpc → http://m.example:4317"),
+    ],
+)  # fmt: skip
+def test_exports_follow_the_sdks_variables(
+    environ: dict[str, str], traces: str, metrics: str | None
+) -> None:
+    exports = load_exports(environ)
+    assert str(exports.traces) == traces
+    unset = "none (set OTEL_EXPORTER_OTLP_ENDPOINT, or OTEL_METRICS_EXPORTER=console)"
+    assert str(exports.metrics) == (metrics or unset)
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"OTEL_TRACES_EXPORTER": "zipkin"},
+        {"OTEL_METRICS_EXPORTER": "prometheus"},
+        {"OTEL_TRACES_EXPORTER": "none,console"},
+        {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_TRACES_EXPORTER": "otlp"},
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "localhost:4317"},
+    ],
+)
+def test_exports_it_cannot_make_are_refused_naming_the_variable(environ: dict[str, str]) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_exports(environ)
+    assert str(refused.value).startswith(tuple(environ)), refused.value
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ"),
+    [
+        (["--upstream", "fake=http://127.0.0.1:8000"], {"OTEL_TRACES_EXPORTER": "console"}),
+        (
+            ["--upstream", "openai=https://api.openai.com", "--listen", "0.0.0.0:8787",
+             "--metrics-listen", "0.0.0.0:9464"],
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel-collector:4317",
+             "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+        ),
+    ],
+)  # fmt: skip
+def test_the_start_lines_the_docs_quote_are_the_proxys(
+    argv: list[str], environ: dict[str, str]
+) -> None:
+    config = proxy_config(["otelsse", "proxy", *argv], Path)
+    line = "otelsse proxy: " + start_line(config, config.listen, load_exports(environ))
+    assert f"```text\n{line}\n```" in DOCS.read_text(encoding="utf-8")
