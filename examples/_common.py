@@ -1,19 +1,21 @@
 """What the instrumented examples share: the command line, and the OpenTelemetry SDK set-up an
 application does once at start-up before calling ``otelsse.instrument()``.
 
-Spans go to the console, or with ``OTEL_EXPORTER_OTLP_ENDPOINT`` set (e.g. the compose stack's
-collector, http://localhost:4317), spans and metrics go there over OTLP/gRPC instead.
+Spans go to the console, one JSON line each (their name, ids, status and attributes), or with
+``OTEL_EXPORTER_OTLP_ENDPOINT`` set (e.g. the compose stack's collector, http://localhost:4317),
+spans and metrics go there over OTLP/gRPC instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
     ConsoleSpanExporter,
@@ -45,6 +47,31 @@ def parse_args(description: str) -> tuple[str, dict[str, str]]:
     return base_url, headers
 
 
+def span_line(span: ReadableSpan) -> str:
+    """A span as one JSON line: what the SDK's console exporter prints by default, 60-odd
+    lines a span with its resource, is more than a reader of these examples wants."""
+    context = span.get_span_context()
+    line = {
+        "name": span.name,
+        "context": {
+            "trace_id": f"0x{context.trace_id:032x}",
+            "span_id": f"0x{context.span_id:016x}",
+        },
+        "parent_id": None if span.parent is None else f"0x{span.parent.span_id:016x}",
+        "status": {"status_code": span.status.status_code.name},
+        "attributes": dict(span.attributes or {}),
+        "events": [event.name for event in span.events],
+        "links": [
+            {
+                "trace_id": f"0x{link.context.trace_id:032x}",
+                "span_id": f"0x{link.context.span_id:016x}",
+            }
+            for link in span.links
+        ],
+    }
+    return json.dumps(line) + os.linesep
+
+
 def instrument() -> tuple[TracerProvider, MeterProvider]:
     """A minimal SDK, then otelsse on top of it; returns the providers (a ``ToolGate`` takes
     them too). They flush when the process exits."""
@@ -60,7 +87,8 @@ def instrument() -> tuple[TracerProvider, MeterProvider]:
         readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
     else:
         # Synchronous, so each span prints the moment its stream ends.
-        tracer_provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+        exporter = ConsoleSpanExporter(formatter=span_line)
+        tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
     meter_provider = MeterProvider(metric_readers=readers, resource=resource)
     otelsse.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
     return tracer_provider, meter_provider

@@ -216,10 +216,12 @@ def otlp_attributes(pairs: Any) -> dict[str, Any]:
 
 
 def printed_spans(stdout: str) -> list[dict[str, Any]]:
-    """The spans the console exporter printed: JSON objects starting at a line's start."""
+    """The spans the console exporters printed: JSON objects starting at a line's start, one
+    a line (examples/_common.py) or indented over many (the SDK's own, under the zero-code
+    example's ``opentelemetry-instrument``)."""
     decoder = json.JSONDecoder()
     spans = []
-    for match in re.finditer(r"^\{$", stdout, re.MULTILINE):
+    for match in re.finditer(r'^\{(?:$|"name": )', stdout, re.MULTILINE):
         document, _ = decoder.raw_decode(stdout, match.start())
         spans.append(document)
     return spans
