@@ -279,17 +279,19 @@ def _metrics() -> list[str]:
         "Prometheus that stores them, their buckets carry the trace id of a stream they "
         "counted (the SDK's default exemplar filter keeps those of sampled spans).",
         "",
-        "Series that exist before their first event, so that `increase()` sees the first one, "
-        f"created the first time one of the first {s.MAX_SERIES_KEYS} series keys (route, "
-        "server.address, provider, request model) is seen:",
+        "Series an alert reads exist before their first event, so that `increase()` sees the "
+        f"first one, created the first time one of the first {s.MAX_SERIES_KEYS} series keys "
+        "(route, server.address, provider, request model) is seen; every other series appears "
+        "with its first count, which keeps a scrape small:",
         "",
-        f"- `{s.STREAMS.name}`: every outcome at 0, without a stop reason (failed streams "
-        f"carry none either) and without a status, but `{Outcome.RATE_LIMITED.value}` with its "
-        f"429. An `{Outcome.HTTP_ERROR.value}` series appears with its status's first stream.",
+        f"- `{s.STREAMS.name}`: the outcomes alerts read ("
+        + ", ".join(f"`{o}`" for o in sorted(s.ALERTED_OUTCOMES))
+        + ") at 0, without a stop reason (failed streams carry none either) and without a "
+        f"status, but `{Outcome.RATE_LIMITED.value}` with its 429. An "
+        f"`{Outcome.HTTP_ERROR.value}` series appears with its status's first stream.",
         f"- `{s.TOOL_CALLS.name}`: `{s.TOOL_CALL_KIND}` `{s.TOOL_CALL_CLIENT}` "
-        f"with `{s.TOOL_CALL_VALID}` true and false at 0 (server-run calls appear with "
-        "the first one).",
-        f"- `{s.STREAM_REFUSALS.name}`: 0.",
+        f"with `{s.TOOL_CALL_VALID}` false at 0.",
+        f"- `{s.STREAM_REFUSALS.name}`: 0 (the dashboard's refusal panels read it as a ratio).",
         f"- `{s.INSTRUMENTATION_ERRORS.name}`: every stage at 0 when otelsse is instrumented.",
         "",
     ]
@@ -601,8 +603,8 @@ def _caps() -> list[str]:
         f"- Models and stop reasons are cut to {s.MAX_METRIC_VALUE_CHARS} characters before "
         "they are counted.",
         f"- Series keys (route, server.address, provider, request model): the first "
-        f"{s.MAX_SERIES_KEYS} distinct ones get series of their own, with their outcomes "
-        f"pre-created at 0. A later key is counted under its route's overflow key: "
+        f"{s.MAX_SERIES_KEYS} distinct ones get series of their own, the outcomes alerts "
+        f"read pre-created at 0. A later key is counted under its route's overflow key: "
         f"`{s.SERVER_ADDRESS}` and `{s.GEN_AI_REQUEST_MODEL}` {other}. The GenAI metrics use "
         f"the same admitted keys. On `{s.STREAMS_ACTIVE.name}` the key is (route, "
         "server.address), capped the same way.",

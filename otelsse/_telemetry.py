@@ -400,8 +400,9 @@ class Telemetry:
                 counter.add(count, point, context)
 
     def _precreate(self, series: MetricAttributes) -> None:
-        """Create the counter series an alert or a rate reads at 0, the first time a series key
-        is admitted: every outcome, client tool-call validity and refusals.
+        """Create the counter series an alert reads at 0, the first time a series key is
+        admitted: each outcome of ``semconv.ALERTED_OUTCOMES``, invalid client tool calls, and
+        refusals (the dashboard's refusal panels read them as a ratio: 0, not "no data").
 
         ``increase()`` cannot see a series' first sample, so the first truncation of a route
         would be invisible to the alerts. The pre-created series carry no stop reason: that is
@@ -409,16 +410,15 @@ class Telemetry:
         carries its 429. What this cannot cover: the key's very first stream (its +1 reaches
         the same collection as the zeros), the first stream of each (outcome, stop reason)
         pair, since stop reasons are only known at the stream's end, and each http_error
-        status. All are in the raw counters. Server-run tool calls feed no alert and are not
-        pre-created.
+        status. All are in the raw counters. What no alert reads (the other outcomes, valid and
+        server-run tool calls) appears with its first count: zeros of it would only lengthen
+        every scrape.
         """
         s = semconv
-        for outcome in Outcome:
-            point = {**series, s.OUTCOME: outcome.value, **_status(outcome.value, None)}
-            self._streams.add(0, point)
-        for valid in (True, False):
-            client = {**series, s.TOOL_CALL_KIND: s.TOOL_CALL_CLIENT, s.TOOL_CALL_VALID: valid}
-            self._tool_calls.add(0, client)
+        for outcome in sorted(s.ALERTED_OUTCOMES):
+            self._streams.add(0, {**series, s.OUTCOME: outcome, **_status(outcome, None)})
+        invalid = {**series, s.TOOL_CALL_KIND: s.TOOL_CALL_CLIENT, s.TOOL_CALL_VALID: False}
+        self._tool_calls.add(0, invalid)
         self._refusals.add(0, series)
 
     # -- our own failures ------------------------------------------------------------------

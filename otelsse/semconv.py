@@ -50,10 +50,10 @@ DEFAULT_MAX_STOP_REASONS = 30
 #: left off (the attribute is an int: no ``OVERFLOW_VALUE``), the outcome still counted.
 MAX_STATUS_CODES = 20
 #: Distinct series keys (``SERIES_ATTRIBUTES``; route and server on ``otelsse.streams.active``)
-#: with series of their own, outcomes pre-created at 0. A later key shares its route's overflow
-#: key: ``server.address`` and ``gen_ai.request.model`` become ``OVERFLOW_VALUE``. This, not the
-#: per-attribute caps (which users may raise), is what bounds the products. The GenAI metrics
-#: use the same admitted keys.
+#: with series of their own, the outcomes alerts read pre-created at 0. A later key shares its
+#: route's overflow key: ``server.address`` and ``gen_ai.request.model`` become
+#: ``OVERFLOW_VALUE``. This, not the per-attribute caps (which users may raise), is what bounds
+#: the products. The GenAI metrics use the same admitted keys.
 MAX_SERIES_KEYS = 50
 #: Distinct (series key, outcome, stop reason or HTTP status) sets on ``otelsse.streams``. A
 #: later one is counted under its route's overflow key, its stop reason ``OVERFLOW_VALUE`` and
@@ -562,6 +562,11 @@ SLO_BAD_OUTCOMES = frozenset(
         "http_error",
     }
 )
+#: Outcomes an alert (or the SLO) reads: every error outcome, and ``terminal_missing``, which has
+#: an alert of its own. Their ``otelsse.streams`` series are created at 0 with each series key,
+#: since ``increase()`` cannot see a series' first sample; the others appear with their first
+#: stream, which keeps a scrape small.
+ALERTED_OUTCOMES = ERROR_OUTCOMES | {"terminal_missing"}
 #: ``http.response.status_code`` values (a PromQL regex) whose ``http_error`` streams do not
 #: count against the SLO.
 SLO_EXCLUDED_STATUS = "4.."

@@ -326,13 +326,11 @@ def test_internal_error_is_not_a_server_error() -> None:
     }
 
 
-def test_every_outcome_series_exists_at_zero_after_the_first_stream(sdk: SDK) -> None:
+def test_the_outcome_series_alerts_read_exist_at_zero_after_the_first_stream(sdk: SDK) -> None:
+    """And only they: a series no alert reads appears with its first count."""
     record(sdk, report_of(chat_body()))
     totals = sdk.streams_by_outcome()
-    assert set(totals) == {outcome.value for outcome in Outcome}
-    assert totals == {
-        outcome.value: (1 if outcome is Outcome.COMPLETE else 0) for outcome in Outcome
-    }
+    assert totals == {outcome: 0 for outcome in semconv.ALERTED_OUTCOMES} | {"complete": 1}
     zero = [p for p in sdk.points(semconv.STREAMS.name) if p.value == 0]
     # The zero series carry the stream's series labels and no stop reason; a 429 is always one.
     assert {p.attributes[semconv.GEN_AI_REQUEST_MODEL] for p in zero} == {"m-1"}
@@ -342,8 +340,12 @@ def test_every_outcome_series_exists_at_zero_after_the_first_stream(sdk: SDK) ->
         for p in zero
     }
     assert statuses == {
-        outcome.value: 429 if outcome is Outcome.RATE_LIMITED else None for outcome in Outcome
+        outcome: 429 if outcome == Outcome.RATE_LIMITED.value else None
+        for outcome in semconv.ALERTED_OUTCOMES
     }
+    # Of the tool calls, the invalid ones an alert reads.
+    tool_calls = [(p.attributes, p.value) for p in sdk.points(semconv.TOOL_CALLS.name)]
+    assert [(a[semconv.TOOL_CALL_VALID], value) for a, value in tool_calls] == [(False, 0)]
 
 
 def test_model_names_and_stop_reasons_are_capped(sdk: SDK) -> None:

@@ -703,3 +703,14 @@ def test_reconciliation_pages_on_any_new_call_a_new_series_included() -> None:
     # A series is born with its first call (nothing pre-creates it): increase() misses that one.
     assert f"{selector} unless {selector} offset {window}" in rule["expr"]
     assert re.search(r"by \(job, instance, gen_ai_tool_name\)", rule["expr"])
+
+
+def test_the_outcomes_the_rules_select_are_the_ones_created_at_zero() -> None:
+    """otelsse creates the ``otelsse_streams_total`` series of ``semconv.ALERTED_OUTCOMES`` at 0
+    (``increase()`` cannot see a first sample): exactly the outcomes a rule selects."""
+    selected: set[str] = set()
+    for path in RULE_FILES:
+        text = path.read_text(encoding="utf-8")
+        for values in re.findall(r'otelsse_outcome=~?"([^"]+)"', text):
+            selected |= set(values.split("|"))
+    assert selected == semconv.ALERTED_OUTCOMES
