@@ -519,9 +519,12 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
     if args.provider_only:
         return _serve_provider(*_provider_address(args), out)
     try:
-        from ._demo.run import DemoOptions, ListenError, run_demo
+        from ._demo.run import DemoOptions, ListenError, Stop, missing_library, run_demo
     except ImportError as exc:
         return _fail(missing_extra("otelsse demo", exc.name, "demo"))
+    missing = missing_library()
+    if missing is not None:
+        return _fail(missing_extra("otelsse demo", missing, "demo"))
     options = DemoOptions(
         streams=args.streams,
         duration=args.duration,
@@ -534,16 +537,17 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
         otlp_protocol=args.otlp_protocol,
         summary_json=args.summary_json,
     )
-    # `docker stop` and service managers send SIGTERM: end like Ctrl-C, with the summary and
-    # the exporters flushed.
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # Ctrl-C, and SIGTERM from `docker stop` and service managers, ask the demo to stop (Stop
+    # says how). Kept until the process ends: a signal while it exits then changes nothing,
+    # where Python's own handler would raise KeyboardInterrupt there.
+    stop = Stop()
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, stop.request)
     try:
-        run_demo(options, out)
+        run_demo(options, out, stop=stop)
     except ListenError as exc:  # the metrics port, taken since the check
         host, port, error = exc.args
         return _demo_error(_cannot_listen("--prometheus-port", host, port, error))
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     return 0
 
 
@@ -656,7 +660,7 @@ def _parser() -> _Parser:
     amount.add_argument(
         "--duration",
         type=_positive(float),
-        help="run for this many seconds instead; inf: until Ctrl-C",
+        help="run for this many seconds instead; inf: until Ctrl-C or SIGTERM",
     )
     demo.add_argument(
         "--concurrency",

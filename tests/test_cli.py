@@ -202,6 +202,8 @@ def _without(monkeypatch: pytest.MonkeyPatch, dependency: str, *importers: str) 
 @pytest.mark.parametrize(
     ("argv", "dependency", "importers", "extra"),
     [
+        (["demo", "--streams", "1"], "anthropic", ("otelsse._demo",), "demo"),
+        (["demo", "--streams", "1"], "httpx2", ("otelsse._demo",), "demo"),
         (["proxy"], "uvicorn", ("otelsse.proxy",), "proxy"),
     ],
 )

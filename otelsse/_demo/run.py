@@ -13,19 +13,27 @@ import bisect
 import dataclasses
 import functools
 import importlib
+import importlib.util
 import itertools
 import json
+import logging
 import os
 import random
 import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from types import FrameType
 from typing import Any, TextIO
 
 import pydantic
+from opentelemetry.sdk.environment_variables import (
+    OTEL_EXPORTER_OTLP_METRICS_TIMEOUT,
+    OTEL_EXPORTER_OTLP_TIMEOUT,
+    OTEL_EXPORTER_OTLP_TRACES_TIMEOUT,
+)
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     HistogramDataPoint,
@@ -58,8 +66,10 @@ from .provider import (
 __all__ = [
     "DemoOptions",
     "ListenError",
+    "Stop",
     "Summary",
     "histogram_quantile",
+    "missing_library",
     "prepare_clients",
     "run_demo",
 ]
@@ -248,28 +258,55 @@ CLIENTS: dict[str, Callable[[Job, str], None]] = {
     "httpx-async": _in_new_loop(_httpx_async),
     "requests": _requests,
 }
+#: The libraries the clients are (the demo extra installs them); imported when a run needs them.
+CLIENT_LIBRARIES = ("openai", "anthropic", "httpx", "httpx2", "requests")
 
 
-@functools.cache
-def prepare_clients() -> None:
-    """Import and build what the SDK clients use, once, on the calling thread.
+def missing_library() -> str | None:
+    """The first client library the demo runs that is not installed, else None: said before
+    the run starts, not as a traceback once its first stream needs it."""
+    return next((name for name in CLIENT_LIBRARIES if importlib.util.find_spec(name) is None), None)
+
+
+#: What each SDK's clients need imported and built before their jobs run (``prepare_clients``):
+#: the resources and streaming helpers, then the modules whose pydantic models are built.
+_SDK_PREPARATION: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "openai": (
+        (
+            "openai.resources.chat.completions",
+            "openai.resources.responses",
+            "openai.lib.streaming.responses",
+        ),
+        ("openai.types.responses", "openai.types.chat"),
+    ),
+    "anthropic": (
+        ("anthropic.resources.messages", "anthropic.lib.streaming"),
+        ("anthropic.types",),
+    ),
+}
+
+
+def prepare_clients(clients: Iterable[str] = CLIENTS) -> None:
+    """Import and build what the SDK clients among ``clients`` use, once, on the calling thread.
 
     The SDKs import their resources on first use (``client.responses`` imports them), and the
     jobs run on threads: imported here, before any job starts. Their pydantic models defer their
     build to first use, and on Python < 3.13 that build resolves names through the calling
     frames' locals: run under a tracer (coverage), a ``Response`` there became the field's type
     and the SDK's Responses events parsed as dicts (seen in CI). Built here instead, where no
-    caller's names can leak in. Not at import: it costs seconds that every importer would pay.
+    caller's names can leak in. Not at import, and only for the SDKs a run uses: it costs
+    seconds.
     """
-    for module in (
-        "openai.resources.chat.completions",
-        "openai.resources.responses",
-        "openai.lib.streaming.responses",
-        "anthropic.resources.messages",
-        "anthropic.lib.streaming",
-    ):
+    for sdk in sorted({client.partition("-")[0] for client in clients} & _SDK_PREPARATION.keys()):
+        _prepare_sdk(sdk)
+
+
+@functools.cache
+def _prepare_sdk(sdk: str) -> None:
+    resources, typed = _SDK_PREPARATION[sdk]
+    for module in resources:
         importlib.import_module(module)
-    for module in ("openai.types.responses", "openai.types.chat", "anthropic.types"):
+    for module in typed:
         for model in vars(importlib.import_module(module)).values():
             if isinstance(model, type) and issubclass(model, pydantic.BaseModel):
                 model.model_rebuild(raise_errors=False)
@@ -320,10 +357,52 @@ class _OutcomeByRequestId(SpanExporter):
             return self._outcomes.pop(request_id, None)
 
 
-class _Telemetry:
-    """The SDK providers the demo exports through; the in-memory reader feeds the summary."""
+#: Seconds one OTLP export may take, its retries included, unless the environment sets the
+#: exporters' own ``OTEL_EXPORTER_OTLP_TIMEOUT`` (or a per-signal one). The SDK's default, 10 s
+#: of retries with backoff, is what the end of a run waits for each of its final exports (the
+#: spans', then the metrics') when the endpoint is down; a collector on the same network answers
+#: in milliseconds.
+OTLP_TIMEOUT = 2.0
+_OTLP_TIMEOUT_VARIABLES = (
+    OTEL_EXPORTER_OTLP_TIMEOUT,
+    OTEL_EXPORTER_OTLP_TRACES_TIMEOUT,
+    OTEL_EXPORTER_OTLP_METRICS_TIMEOUT,
+)
+#: The logger above every OTLP exporter's (gRPC and HTTP, spans and metrics).
+_OTLP_LOGGER = "opentelemetry.exporter.otlp"
 
-    def __init__(self, options: DemoOptions) -> None:
+
+class _ExportFailures(logging.Handler):
+    """Takes the OTLP exporters' log records while the demo runs: with the endpoint down they
+    warn on every retry of every export, every few seconds. The first says so in one line of
+    the demo's; the rest are dropped."""
+
+    def __init__(self, protocol: str, endpoint: str, out: TextIO) -> None:
+        super().__init__(logging.WARNING)
+        self._line = (
+            f"OTLP ({protocol}): {endpoint} is unreachable (an export failed); the run goes on,"
+            " and further export errors are not shown\n"
+        )
+        self._out = out
+        self._said = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        # Exporters log from their own threads; the handler's lock makes this once.
+        if not self._said:
+            self._said = True
+            self._out.write(self._line)
+            self._out.flush()
+
+
+class _Telemetry:
+    """The SDK providers the demo exports through; the in-memory reader feeds the summary.
+
+    OTLP exports run on the SDK's own threads (a batch span processor, a periodic metric
+    reader), so an endpoint that is down never holds up a stream; only ``shutdown`` waits, for
+    the final exports, each at most ``OTLP_TIMEOUT``.
+    """
+
+    def __init__(self, options: DemoOptions, progress: TextIO) -> None:
         resource = Resource.create({"service.name": options.service_name})
         self.reader = InMemoryMetricReader()
         readers: list[MetricReader] = [self.reader]
@@ -331,6 +410,8 @@ class _Telemetry:
         self.tracer_provider = TracerProvider(resource=resource)
         self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.outcomes))
         self.metrics_server: Any = None
+        self._export_failures: _ExportFailures | None = None
+        self._propagated = True
         if options.prometheus_port is not None:
             from opentelemetry.exporter.prometheus import PrometheusMetricReader
             from prometheus_client import start_http_server
@@ -342,12 +423,14 @@ class _Telemetry:
             except OSError as exc:
                 raise ListenError(host, port, exc) from exc
         if options.otlp_endpoint is not None:
-            readers.append(self._otlp(options))
+            readers.append(self._otlp(options, progress))
         self.meter_provider = MeterProvider(metric_readers=readers, resource=resource)
 
-    def _otlp(self, options: DemoOptions) -> MetricReader:
+    def _otlp(self, options: DemoOptions, progress: TextIO) -> MetricReader:
         endpoint = options.otlp_endpoint
         assert endpoint is not None
+        # None: the exporters read the environment's timeout themselves.
+        timeout = None if any(map(os.environ.get, _OTLP_TIMEOUT_VARIABLES)) else OTLP_TIMEOUT
         spans: SpanExporter
         metrics: MetricExporter
         if options.otlp_protocol == "grpc":
@@ -355,8 +438,8 @@ class _Telemetry:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
             insecure = not endpoint.startswith("https://")
-            spans = OTLPSpanExporter(endpoint=endpoint, insecure=insecure)
-            metrics = OTLPMetricExporter(endpoint=endpoint, insecure=insecure)
+            spans = OTLPSpanExporter(endpoint=endpoint, insecure=insecure, timeout=timeout)
+            metrics = OTLPMetricExporter(endpoint=endpoint, insecure=insecure, timeout=timeout)
         else:
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
                 OTLPMetricExporter as HTTPMetricExporter,
@@ -366,18 +449,24 @@ class _Telemetry:
             )
 
             base = endpoint.rstrip("/")
-            spans = HTTPSpanExporter(endpoint=f"{base}/v1/traces")
-            metrics = HTTPMetricExporter(endpoint=f"{base}/v1/metrics")
+            spans = HTTPSpanExporter(endpoint=f"{base}/v1/traces", timeout=timeout)
+            metrics = HTTPMetricExporter(endpoint=f"{base}/v1/metrics", timeout=timeout)
+        self._export_failures = _ExportFailures(options.otlp_protocol, endpoint, progress)
+        logger = logging.getLogger(_OTLP_LOGGER)
+        logger.addHandler(self._export_failures)
+        self._propagated = logger.propagate
+        logger.propagate = False  # to the root logger, which would print every record
         self.tracer_provider.add_span_processor(BatchSpanProcessor(spans))
         return PeriodicExportingMetricReader(metrics, export_interval_millis=5000)
 
-    def flush(self) -> None:
-        self.tracer_provider.force_flush()
-        self.meter_provider.force_flush()
-
     def shutdown(self) -> None:
+        """The final exports, then the servers down."""
         self.tracer_provider.shutdown()
         self.meter_provider.shutdown()
+        if self._export_failures is not None:
+            logger = logging.getLogger(_OTLP_LOGGER)
+            logger.removeHandler(self._export_failures)
+            logger.propagate = self._propagated
         if self.metrics_server is not None:
             self.metrics_server.shutdown()
             self.metrics_server.server_close()
@@ -578,44 +667,93 @@ class _Progress:
         self._out.flush()
 
 
-class _Driver:
-    """Keeps ``concurrency`` jobs streaming until the plan or the time is used up, and tallies
-    what the application saw next to what otelsse said about each stream."""
+class Stop:
+    """The demo asked to stop, by Ctrl-C (SIGINT) or SIGTERM (``docker stop``, service managers):
+    the command line installs ``request`` as their handler. No stream starts after it; those
+    running finish; the summary is printed; the metrics are not held up for scraping.
 
-    def __init__(self, options: DemoOptions, telemetry: _Telemetry, progress: TextIO) -> None:
+    A request only records itself, except inside ``interruptible``: Python runs a handler
+    between any two bytecodes of the main thread, so one that raised (SIGINT's default raises
+    KeyboardInterrupt) could land outside every ``try`` meant for it, or halfway through
+    uninstrumenting or an exporter's shutdown (the Python docs, ``signal``, "Note on Signal
+    Handlers and Exceptions").
+    """
+
+    #: Seconds between looks at ``requested`` in ``wait``.
+    POLL = 0.1
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._interruptible = False
+
+    def request(self, signum: int = 0, frame: FrameType | None = None) -> None:
+        """Ask the demo to stop (a signal handler); asking again changes nothing."""
+        if self.requested:
+            return
+        self.requested = True
+        if self._interruptible:
+            raise KeyboardInterrupt
+
+    def interruptible(self, call: Callable[[], object]) -> None:
+        """``call()`` unless a stop was requested; a request while it runs raises inside it, to
+        cut it short. Only for work that leaves nothing to undo (imports)."""
+        try:
+            self._interruptible = True  # inside the try: a request from here on is caught
+            if not self.requested:
+                call()
+        except KeyboardInterrupt:
+            if not self.requested:  # not ours: a SIGINT with Python's own handler
+                raise
+        finally:
+            self._interruptible = False
+
+    def wait(self) -> None:
+        """Until a stop is requested. Polled: the request comes from a handler on this same
+        thread, and a handler that set an Event this thread waits on could run while the thread
+        holds that Event's lock, and wait for it forever."""
+        while not self.requested:
+            time.sleep(self.POLL)
+
+
+class _Driver:
+    """Keeps ``concurrency`` jobs streaming until the plan or the time is used up, or a stop is
+    requested, and tallies what the application saw next to what otelsse said about each
+    stream."""
+
+    def __init__(
+        self, options: DemoOptions, telemetry: _Telemetry, progress: TextIO, stop: Stop
+    ) -> None:
         self.options = options
         self.telemetry = telemetry
+        self.stop = stop
         self.progress = _Progress(progress, None if options.duration else options.streams)
         self.outcomes = Counter[str]()
         self.done = self.app_errors = self.silent_failures = self.submitted = 0
-        self.interrupted = False
-        self._deadline = None if options.duration is None else time.monotonic() + options.duration
+        self._deadline: float | None = None
 
     def _more(self) -> bool:
-        if self.interrupted:
+        if self.stop.requested:
             return False
         if self._deadline is not None:
             return time.monotonic() < self._deadline
         return self.submitted < self.options.streams
 
-    def drive(self, base_url: str) -> None:
-        jobs = plan(self.options.seed)
+    def drive(self, jobs: Iterator[Job], base_url: str) -> None:
+        if self.options.duration is not None:
+            self._deadline = time.monotonic() + self.options.duration
         running: dict[Future[None], Job] = {}
         concurrency = self.options.concurrency
+        # After a stop, the loop goes on only while streams it started are running.
         with ThreadPoolExecutor(concurrency, "otelsse-demo") as pool:
-            try:
-                while running or self._more():
-                    while self._more() and len(running) < concurrency:
-                        job = next(jobs)
-                        running[pool.submit(CLIENTS[job.client], job, base_url)] = job
-                        self.submitted += 1
-                    finished, _ = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        self._tally(running.pop(future), future)
-                    self.progress.update(self.done, self.outcomes)
-            except KeyboardInterrupt:
-                # Stop submitting; the streams already running finish (the pool waits for them).
-                self.interrupted = True
+            while running or self._more():
+                while self._more() and len(running) < concurrency:
+                    job = next(jobs)
+                    running[pool.submit(CLIENTS[job.client], job, base_url)] = job
+                    self.submitted += 1
+                finished, _ = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    self._tally(running.pop(future), future)
+                self.progress.update(self.done, self.outcomes)
         self.progress.update(self.done, self.outcomes, final=True)
 
     def _tally(self, job: Job, future: Future[None]) -> None:
@@ -628,62 +766,98 @@ class _Driver:
             self.silent_failures += 1
 
 
+def _jobs(options: DemoOptions) -> tuple[Iterator[Job], set[str]]:
+    """The jobs the run may start, and the clients among them: for a number of streams, those
+    its jobs use (read ahead until every client has come up), for a duration every client."""
+    jobs = plan(options.seed)
+    if options.duration is not None:
+        return jobs, set(CLIENTS)
+    jobs, ahead = itertools.tee(itertools.islice(jobs, options.streams))
+    clients: set[str] = set()
+    for job in ahead:
+        clients.add(job.client)
+        if len(clients) == len(CLIENTS):
+            break
+    return jobs, clients
+
+
+def _banner(options: DemoOptions, base_url: str) -> str:
+    """The first line: what is starting, printed before the slow set-up."""
+    if options.duration is None:
+        amount = f"{options.streams} stream{'s' if options.streams != 1 else ''}"
+    elif options.duration == float("inf"):
+        amount = "streams until Ctrl-C or SIGTERM"
+    else:
+        amount = f"streams for {options.duration:g} s"
+    return (
+        f"otelsse demo: {amount}, {options.concurrency} at a time, from a fake provider at"
+        f" {base_url} with the openai and anthropic SDKs, httpx, httpx2 and requests,"
+        f" instrumented by otelsse ({_pace(options.speed)})\n"
+    )
+
+
 def run_demo(
-    options: DemoOptions, out: TextIO = sys.stdout, progress: TextIO = sys.stderr
+    options: DemoOptions,
+    out: TextIO = sys.stdout,
+    progress: TextIO = sys.stderr,
+    stop: Stop | None = None,
 ) -> Summary:
-    """Run the demo to the end (or until interrupted) and return its summary."""
+    """Run the demo to the end, or until ``stop`` is requested, and return its summary."""
     from .._instrumentor import instrument, uninstrument
 
-    prepare_clients()
-    telemetry = _Telemetry(options)
-    instrument(tracer_provider=telemetry.tracer_provider, meter_provider=telemetry.meter_provider)
-    started = time.monotonic()
-    driver = _Driver(options, telemetry, progress)
+    stop = stop or Stop()
+    jobs, clients = _jobs(options)
+    # First, before any output: a metrics port taken since the command line checked it.
+    telemetry = _Telemetry(options, progress)
     try:
         with FakeProvider(seed=options.seed, speed=options.speed) as provider:
-            out.write(
-                f"otelsse demo: streaming from a fake provider at {provider.base_url} with the "
-                "openai and anthropic SDKs, httpx, httpx2 and requests, instrumented by otelsse"
-                f" ({_pace(options.speed)})\n"
-            )
+            out.write(_banner(options, provider.base_url))
             if telemetry.metrics_server is not None:
                 port = telemetry.metrics_server.server_port
                 out.write(f"metrics: http://{options.prometheus_host}:{port}/metrics\n")
             if options.otlp_endpoint:
                 out.write(f"OTLP ({options.otlp_protocol}): {options.otlp_endpoint}\n")
             out.flush()
-            driver.drive(provider.base_url)
+            stop.interruptible(lambda: prepare_clients(clients))
+            driver = _Driver(options, telemetry, progress, stop)
+            instrument(
+                tracer_provider=telemetry.tracer_provider,
+                meter_provider=telemetry.meter_provider,
+            )
+            try:
+                started = time.monotonic()
+                driver.drive(jobs, provider.base_url)
+                elapsed = time.monotonic() - started  # the streams only: the pace
+            finally:
+                uninstrument()
+        summary = summarize(telemetry.reader, driver, elapsed, options)
+        print_summary(summary, out)
+        out.flush()
+        if options.summary_json:
+            # Written before the metrics are held up for scraping, so tools can read it
+            # meanwhile; renamed into place, so a reader never sees half of it.
+            with open(f"{options.summary_json}.part", "w") as file:
+                file.write(summary_json(summary))
+            os.replace(f"{options.summary_json}.part", options.summary_json)
+        _serve_until_stopped(telemetry, options, out, stop)
     finally:
-        uninstrument()
-    telemetry.flush()
-    summary = summarize(telemetry.reader, driver, time.monotonic() - started, options)
-    print_summary(summary, out)
-    out.flush()
-    if options.summary_json:
-        # Written before the metrics are held up for scraping, so tools can read it meanwhile;
-        # renamed into place, so a reader never sees half of it.
-        with open(f"{options.summary_json}.part", "w") as file:
-            file.write(summary_json(summary))
-        os.replace(f"{options.summary_json}.part", options.summary_json)
-    if not driver.interrupted:  # an interrupted demo was asked to stop, not to linger
-        _serve_until_interrupted(telemetry, options, out)
-    telemetry.shutdown()
+        telemetry.shutdown()
     return summary
 
 
-def _serve_until_interrupted(telemetry: _Telemetry, options: DemoOptions, out: TextIO) -> None:
-    """With ``--prometheus-port``, keep the final numbers up for scraping until Ctrl-C."""
-    if telemetry.metrics_server is None:
+def _serve_until_stopped(
+    telemetry: _Telemetry, options: DemoOptions, out: TextIO, stop: Stop
+) -> None:
+    """With ``--prometheus-port``, keep the final numbers up for scraping until a stop is
+    requested; a run that was stopped was asked to end, not to linger."""
+    if telemetry.metrics_server is None or stop.requested:
         return
     port = telemetry.metrics_server.server_port
     out.write(
         f"\nmetrics stay up at http://{options.prometheus_host}:{port}/metrics; Ctrl-C to stop\n"
     )
     out.flush()
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
+    stop.wait()
 
 
 def summary_json(summary: Summary) -> str:

@@ -360,6 +360,51 @@ def test_run_demo_shows_its_speed_and_pace(demo_run: DemoRun, faster_run: DemoRu
         assert run.summary.speed == speed
 
 
+DEMO_DOC = Path(__file__).resolve().parents[2] / "docs" / "users" / "demo.md"
+
+
+def test_the_docs_sample_is_what_the_default_seed_prints() -> None:
+    """docs/users/demo.md quotes a run of ``python -m otelsse demo``: its table, truncation, tool
+    calls and last line are what the default seed's plan makes (which streams fail, and how,
+    follows from the seed; the runs above show it), its first line is the banner."""
+    sample = DEMO_DOC.read_text(encoding="utf-8").split("$ python -m otelsse demo\n", 1)[1]
+    sample = sample.split("```", 1)[0]
+    options = DemoOptions()
+    jobs = _jobs(options.seed, options.streams)
+    table = _table(sample)
+    assert {route: row for route, row in table.rows.items() if route != "total"} == (
+        _expected_streams(jobs)
+    )
+    assert table.totals["total"] == options.streams
+    truncated = sum(job.scenario == "truncated" for job in jobs)
+    assert _line(sample, "truncation rate").endswith(
+        f" {truncated / options.streams:.1%} ({truncated} of {options.streams} streams)"
+    )
+    calls = Counter(job.scenario for job in jobs)
+    assert _line(sample, "tool calls").endswith(
+        f" {calls['tool_call']} valid, {calls['tool_call_invalid']} invalid"
+    )
+    failed = sum(EXPECTED_OUTCOME[job.scenario] in semconv.ERROR_OUTCOMES for job in jobs)
+    last = re.fullmatch(
+        rf"in short +{failed} of {options.streams} streams went wrong \(cut off, stalled,"
+        r" refused or broken\); the application got an error for (\d+) of them and noticed"
+        r" nothing wrong with the other (\d+): only otelsse did",
+        sample.splitlines()[-1],
+    )
+    assert last, sample.splitlines()[-1]
+    errors, silent = map(int, last.groups())
+    assert errors + silent == failed
+    always = sum(client_raises(job, "close") for job in jobs)
+    assert always <= errors <= sum(client_raises(job, "chunked") for job in jobs)
+    assert re.fullmatch(
+        rf"otelsse demo: {options.streams} streams, {options.concurrency} at a time, from a fake"
+        r" provider at http://127\.0\.0\.1:\d+ with the openai and anthropic SDKs, httpx,"
+        r" httpx2 and requests, instrumented by otelsse \(--speed 1: the fake provider's own"
+        r" pace\)",
+        sample.splitlines()[0],
+    )
+
+
 def _summary(outcomes: dict[str, int], app_errors: int, silent_failures: int) -> Summary:
     return Summary(
         streams={"openai.chat_completions": outcomes},
