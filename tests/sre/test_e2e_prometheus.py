@@ -28,7 +28,6 @@ import math
 import re
 import shutil
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -161,13 +160,16 @@ def run(
             final_scrape = max(
                 _latest_sample_time(prometheus, metric) for metric in (STREAMS_TOTAL, GATE_CALLS)
             )
-            for record in _recorded_names():
+            evaluated = [
                 poll(
                     functools.partial(_evaluated_since, prometheus, record, final_scrape),
                     timeout=30,
                     what=f"{record} to be evaluated on the final scrape",
                 )
-            ended = time.time()
+                for record in _recorded_names()
+            ]
+            # The checks look at the moment the last of them was evaluated on the final numbers.
+            ended = max(evaluated)
             yield prometheus, summary, ended
     finally:
         stop(server)
@@ -190,8 +192,10 @@ def _latest_sample_time(prometheus: Prometheus, metric: str) -> float:
     return float(result[0]["value"][1]) if result else -math.inf
 
 
-def _evaluated_since(prometheus: Prometheus, record: str, moment: float) -> bool | None:
-    return _latest_sample_time(prometheus, record) >= moment or None
+def _evaluated_since(prometheus: Prometheus, record: str, moment: float) -> float | None:
+    """When ``record`` was last evaluated, if at ``moment`` or later; else None."""
+    latest = _latest_sample_time(prometheus, record)
+    return latest if latest >= moment else None
 
 
 def _recorded_names() -> list[str]:
