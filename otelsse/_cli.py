@@ -495,10 +495,13 @@ def _demo_problem(args: argparse.Namespace) -> str | None:
 
 
 def _serve_provider(host: str, port: int, out: TextIO) -> int:
-    """``otelsse demo --provider-only``: serve the fake provider until Ctrl-C."""
+    """``otelsse demo --provider-only``: serve the fake provider until Ctrl-C or SIGTERM."""
     from ._demo.provider import FakeProvider
 
+    previous = signal.getsignal(signal.SIGTERM)
     try:
+        # `docker stop` and service managers send SIGTERM: it stops the server as Ctrl-C does.
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
         with contextlib.ExitStack() as stack:
             try:
                 provider = stack.enter_context(FakeProvider(host, port))
@@ -509,6 +512,8 @@ def _serve_provider(host: str, port: int, out: TextIO) -> int:
             provider.wait()
     except KeyboardInterrupt:  # whenever it lands, even before the wait: the server has stopped
         pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 0
 
 

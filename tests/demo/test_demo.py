@@ -15,9 +15,9 @@
    The same seed at another ``--speed`` (a second run) prints the same last line, "in short",
    whose numbers follow from the plan, and a pace line naming each run's speed.
 4. The command line: a subprocess run's ``--summary-json`` equals the printed summary;
-   ``--provider-only`` serves until SIGINT and exits 0; invalid arguments exit 2, and so do a
-   port the demo cannot listen on and a summary file it cannot write, with one line on stderr,
-   before anything starts.
+   ``--provider-only`` serves until SIGINT or SIGTERM and exits 0; invalid arguments exit 2,
+   and so do a port the demo cannot listen on and a summary file it cannot write, with one line
+   on stderr, before anything starts. docs/users/demo.md's sample is the default seed's.
 """
 
 from __future__ import annotations
@@ -512,10 +512,11 @@ def _poll_until_served(process: subprocess.Popen[str], url: str, body: dict[str,
     raise AssertionError(f"the provider never answered; exit status {process.poll()}")
 
 
-def test_cli_provider_only_serves_until_sigint() -> None:
-    # A child inherits an ignored or blocked SIGINT: say so if the test itself is the cause.
-    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
-    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_cli_provider_only_serves_until_sigint_or_sigterm(stop: signal.Signals) -> None:
+    # A child inherits an ignored or blocked signal: say so if the test itself is the cause.
+    assert signal.getsignal(stop) is not signal.SIG_IGN
+    assert stop not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
     port = _free_port()
     process = subprocess.Popen(
         _otelsse("demo", "--provider-only", "--port", str(port)),
@@ -529,7 +530,7 @@ def test_cli_provider_only_serves_until_sigint() -> None:
         path, body = request_for("openai.chat_completions", "gpt-4o-mini", tools=False)
         text = _poll_until_served(process, f"http://127.0.0.1:{port}{path}", body)
         assert text.endswith("data: [DONE]\n\n")
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop)
         try:
             stdout, stderr = process.communicate(timeout=MAX_WAIT)
         except subprocess.TimeoutExpired:
