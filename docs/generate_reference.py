@@ -66,6 +66,7 @@ INSTRUMENTATION_ONLY = (
     semconv.GENAI_NEIGHBOUR,
     semconv.RECORDING_ID,
     semconv.CANCEL_REASON,
+    semconv.STRICT_RAISED,
 )
 #: The outcomes whose ``otelsse.streams`` points carry ``http.response.status_code``: the ones
 #: the status caused (``otelsse._telemetry``; tests/sre/test_docs.py checks it against a real

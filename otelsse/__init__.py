@@ -6,6 +6,8 @@ httpx2, requests or aiohttp, and records one span and a set of metrics per strea
 ``StreamReport`` whose ``outcome`` says how the stream really ended; the enforcing reader
 (``read_stream``) releases a stream's text and tool calls only once it has; the tool gate
 (``ToolGate``) runs a call only once it provably completed, validated and was approved, once.
+Strict mode (``instrument(strict=True)``, ``with otelsse.strict():``) makes a stream the
+instrumentation refuses raise in the application's own read.
 """
 
 from importlib import import_module as _import_module
@@ -26,6 +28,7 @@ from ._reader import (
     aread_stream,
     read_stream,
 )
+from ._strict import STRICT_DEFAULT, strict
 from ._version import __version__
 from .gate import (
     CallKey,
@@ -48,6 +51,7 @@ if _TYPE_CHECKING:
     from ._telemetry import span_attributes
 
 __all__ = [
+    "STRICT_DEFAULT",
     "AsyncStreamReader",
     "CallKey",
     "Decision",
@@ -83,6 +87,7 @@ __all__ = [
     "read_stream",
     "register_route",
     "span_attributes",
+    "strict",
     "uninstrument",
 ]
 

@@ -24,8 +24,9 @@ from opentelemetry.instrumentation.utils import unwrap
 
 from . import semconv
 from ._clients import CLIENT_MODULES, get_client
-from ._monitor import Limits
+from ._monitor import Limits, Outcome
 from ._observe import GenAISpan, Settings
+from ._strict import STRICT_ENV, StrictOption, strict_outcomes
 from ._telemetry import Telemetry
 from .routes import (
     Route,
@@ -70,6 +71,7 @@ OPTIONS = (
     "meter_provider",
     "recorder",
     "routes",
+    "strict",
     "tracer_provider",
 )
 
@@ -104,6 +106,12 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     - ``recorder``: a ``FlightRecorder`` that keeps a redacted skeleton of failed (or sampled)
       streams; defaults to one in ``$OTEL_PYTHON_OTELSSE_RECORDER_DIR`` when that is set (a
       directory that cannot be created leaves the recorder out, with one warning).
+    - ``strict``: strict mode (docs/users/strict.md): ``True`` makes a stream whose verdict is
+      one of ``STRICT_DEFAULT`` raise ``StreamFault`` in the application's own read, also as
+      the client library's error for a cut body; or the outcome names to refuse; ``False``
+      (default) observes only. Defaults to ``$OTEL_PYTHON_OTELSSE_STRICT`` (``true``, or
+      names, comma-separated; an unknown name is left out with one warning).
+      ``with otelsse.strict(...)`` overrides it for the requests sent in a block.
 
     The GenAI client metric names follow ``$OTEL_SEMCONV_STABILITY_OPT_IN``
     (``gen_ai_latest_experimental`` selects the latest experimental ones).
@@ -135,6 +143,7 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         if not clients <= set(known):
             unknown = clients.difference(known)
             raise ValueError(f"unknown clients {sorted(unknown)}; known: {', '.join(known)}")
+        strict_outcomes(kwargs.get("strict"))  # an unknown outcome raises ValueError here
         host_profiles = _host_profiles(kwargs.pop("host_profiles", None))
         try:
             for route in kwargs.pop("routes", ()):
@@ -162,6 +171,7 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         max_server_addresses: int = semconv.DEFAULT_MAX_SERVER_ADDRESSES,
         genai_span: GenAISpan = "beside",
         recorder: FlightRecorder | None = None,
+        strict: StrictOption = None,
     ) -> None:
         if recorder is not None and recorder.limits != (limits or Limits()):
             # A replay judges with the recorder's limits: a buffer_limit would not replay.
@@ -181,6 +191,7 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             _excluded_urls(excluded_urls),
             genai_span,
             recorder if recorder is not None else _env_recorder(limits, telemetry),
+            strict=strict_outcomes(strict) if strict is not None else _env_strict(),
         )
         for library in CLIENT_MODULES:
             if library not in clients:
@@ -283,6 +294,26 @@ def _excluded_urls(option: str | Iterable[str] | None) -> re.Pattern[str] | None
             continue
         valid.append(pattern)
     return re.compile("|".join(f"(?:{pattern})" for pattern in valid)) if valid else None
+
+
+def _env_strict() -> frozenset[Outcome]:
+    """The outcomes ``$OTEL_PYTHON_OTELSSE_STRICT`` asks strict mode to refuse.
+
+    An unknown name is left out with one warning: a typo neither stops the application nor
+    turns strict mode off (with no valid name left, the default outcomes are refused).
+    """
+    value = os.environ.get(STRICT_ENV, "")
+    try:
+        return strict_outcomes(value)
+    except ValueError:
+        pass
+    chosen: set[Outcome] = set()
+    for name in value.split(","):
+        try:
+            chosen |= strict_outcomes([name])
+        except ValueError as exc:
+            _LOG.warning("otelsse ignores the %s entry %r: %s", STRICT_ENV, name.strip(), exc)
+    return frozenset(chosen) or strict_outcomes(True)
 
 
 def _env_recorder(limits: Limits | None, telemetry: Telemetry) -> FlightRecorder | None:

@@ -451,12 +451,25 @@ class StreamMonitor:
             anomalies=dict(state.anomalies),
         )
 
-    def _classify(self, error: StreamError | None, adapter: Route, unusable_tools: int) -> Outcome:
-        """The one outcome, first match wins (the order docs/users/outcomes.md gives)."""
+    def fault(self) -> Outcome | None:
+        """The error the stream already has, whatever bytes come next (strict mode raises at
+        the read that made it certain), or None.
+
+        The first rules of ``close()``'s order: each is a fact no later byte undoes, so a stream
+        with one never ends accepted (a later byte may only find a fault ranked above it).
+        """
+        state = self._state
+        unusable_tools = 0
+        if state.terminal_seen or state.answer_done:
+            unusable_tools = sum(1 for call in state.tool_calls if not call.valid)
+        return self._fault(unusable_tools)
+
+    def _fault(self, unusable_tools: int) -> Outcome | None:
+        """The first rules of the outcome's order: the faults a stream cannot outgrow."""
         state, parser = self._state, self._parser
         if self._headers_refused is not None:
             return self._headers_refused
-        if state.limit_stage is not None:
+        if state.limit_stage is not None or parser.limit_exceeded is not None:
             return Outcome.BUFFER_LIMIT
         if state.protocol_error:
             return Outcome.PROTOCOL_ERROR
@@ -472,6 +485,14 @@ class StreamMonitor:
             return Outcome.PAYLOAD_ERROR
         if parser.invalid_utf8_count:
             return Outcome.DECODE_ERROR
+        return None
+
+    def _classify(self, error: StreamError | None, adapter: Route, unusable_tools: int) -> Outcome:
+        """The one outcome, first match wins (the order docs/users/outcomes.md gives)."""
+        fault = self._fault(unusable_tools)
+        if fault is not None:
+            return fault
+        state, parser = self._state, self._parser
         pending = parser.discarded_event or parser.pending_line_chars > 0
         if pending or not state.terminal_seen:
             if error == "timeout":

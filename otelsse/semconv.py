@@ -330,6 +330,16 @@ CANCEL_REASON = _attribute(
     "Why a `cancelled` stream ended, when otelsse can tell: `client_disconnect` (the proxy's "
     "client left) or `shutdown` (the proxy's drain after SIGTERM ran out). Absent otherwise.",
 )
+#: Strict mode refused the stream (``instrument(strict=...)``, the proxy's ``--strict``).
+STRICT_RAISED = _attribute(
+    "otelsse.strict.raised",
+    "boolean",
+    "",
+    "True when strict mode refused the stream: in-process, the application's own read raised "
+    "`StreamFault` (also the client library's error for a cut body); through the proxy, the "
+    "stream was ended with its route's in-protocol error event. Absent otherwise; the outcome "
+    "says why.",
+)
 #: The flight recorder's id of the stream's redacted skeleton (``otelsse inspect`` replays it).
 RECORDING_ID = _attribute(
     "otelsse.recording.id",

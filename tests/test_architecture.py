@@ -33,6 +33,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("otelsse._monitor",),
     ("otelsse._tools", "otelsse.recorder", "otelsse._clients"),
     ("otelsse._reader", "otelsse._telemetry"),
+    ("otelsse._strict",),
     ("otelsse._observe",),
     ("otelsse._instrumentor", "otelsse.asgi", "otelsse.proxy", "otelsse.gate"),
     ("otelsse._demo",),

@@ -162,6 +162,11 @@ class AiohttpClient(Client):
     def is_timeout(self, error: BaseException) -> bool:
         return isinstance(error, sys.modules["aiohttp"].ServerTimeoutError)
 
+    def body_cut_error(self) -> type[Exception]:
+        # What a read raises for a body cut short ("Response payload is not completed").
+        error: type[Exception] = sys.modules["aiohttp"].ClientPayloadError
+        return error
+
     def is_transport(self, error: BaseException) -> bool:
         # ClientPayloadError: a body cut short or that its Content-Encoding cannot undo;
         # ClientConnectionError: the connection lost, timed out or closed under the read.

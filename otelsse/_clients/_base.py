@@ -36,13 +36,15 @@ class Observer(Protocol):
     """What a tap feeds: the observer of one response's body (``StreamObserver``)."""
 
     def feed(self, chunk: bytes) -> None:
-        """The application just read ``chunk``."""
+        """The application just read ``chunk``. In strict mode it may raise the stream's
+        refusal instead, which the tap lets through to the application's read."""
 
     def fail(self, error: BaseException) -> None:
-        """Reading raised ``error`` (which the tap re-raises)."""
+        """Reading raised ``error`` (which the tap re-raises). Never raises."""
 
     def finish(self, error: StreamError | None = None, *, reason: str | None = None) -> None:
-        """The body ended: None at EOF, else how."""
+        """The body ended: None at EOF (which in strict mode may raise the stream's refusal,
+        as ``feed`` may), else how."""
 
     def decode_as(self, content_encoding: str | None) -> None:
         """The tap sees coded bytes from now on: decode them before judging."""
@@ -153,6 +155,12 @@ class Client(ABC):
     def is_timeout(self, error: BaseException) -> bool:
         """Whether ``error`` (one of this library's, or of the transport under it) is its read
         deadline firing. Called only when the library is imported."""
+
+    @abstractmethod
+    def body_cut_error(self) -> type[Exception]:
+        """The library's own error for a body that broke off mid-way: strict mode's refusal is
+        also one, so that ``except`` clauses and SDKs written for the network failure treat it
+        as one. Called only when the library is imported."""
 
     @abstractmethod
     def is_transport(self, error: BaseException) -> bool:

@@ -111,6 +111,13 @@ class HttpxClient(Client):
     def is_timeout(self, error: BaseException) -> bool:
         return isinstance(error, sys.modules[self.library].TimeoutException)
 
+    def body_cut_error(self) -> type[Exception]:
+        # What httpx raises itself when the peer closes before the body is whole ("peer closed
+        # connection without sending complete message body"); the openai and anthropic SDKs map
+        # it, as any RequestError read from a stream, onto their APIConnectionError.
+        error: type[Exception] = sys.modules[self.library].RemoteProtocolError
+        return error
+
     def is_transport(self, error: BaseException) -> bool:
         # TransportError: timeouts, network and protocol errors; DecodingError: a body its
         # Content-Encoding cannot undo. StreamConsumed and the like are misuse, not transport.

@@ -254,6 +254,12 @@ class RequestsClient(Client):
             return False
         return isinstance(error, (sys.modules["requests"].Timeout, urllib3.TimeoutError))
 
+    def body_cut_error(self) -> type[Exception]:
+        # What iter_content raises for a body that broke off ("Connection broken:
+        # IncompleteRead"), read through the response as much as through raw.
+        error: type[Exception] = sys.modules["requests"].exceptions.ChunkedEncodingError
+        return error
+
     def is_transport(self, error: BaseException) -> bool:
         requests = sys.modules["requests"].exceptions
         urllib3 = sys.modules["urllib3"].exceptions

@@ -3,7 +3,9 @@ transparent proxy a client module installs it behind.
 
 One sync and one async tee serve every client: the application pulls, the tee passes each chunk
 on as it goes by, and the stream ends at the chunks' end or with the exception that ended them
-(re-raised exactly as it was).
+(re-raised exactly as it was). In strict mode the observer may raise the stream's refusal from
+``feed`` (the chunk is then not handed on) or from ``finish`` at the end: it reaches the
+application's read like the library's own error for a body cut short.
 
 A client module writes each tap's behaviour as a plain class and installs ``proxy(behaviour)``:
 that class in front of wrapt's transparent proxy, so that ``isinstance`` and every attribute the

@@ -7,14 +7,17 @@ requests to watch, and a ``Watch`` carries one from its send to its response hea
 ``_content.py`` undoes a body's ``Content-Encoding`` where a tap sees it coded.
 """
 
+from .._strict import strict_outcomes
 from ._request import GenAISpan, Settings, Watch, genai_neighbour
-from ._stream import StreamObserver, StreamStart
+from ._stream import StreamObserver, StreamStart, Strict
 
 __all__ = [
     "GenAISpan",
     "Settings",
     "StreamObserver",
     "StreamStart",
+    "Strict",
     "Watch",
     "genai_neighbour",
+    "strict_outcomes",
 ]

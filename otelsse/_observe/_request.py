@@ -29,10 +29,11 @@ from opentelemetry.trace import Span
 from .. import semconv
 from .._clients import URL, Client, RequestFields, Tap, stream_error
 from .._core.http import is_event_stream, may_stream, retry_after, stream_violation
-from .._monitor import Limits
+from .._monitor import Limits, Outcome
+from .._strict import fault_class, refusal, scoped_outcomes
 from .._telemetry import Telemetry
 from ..routes import AUTO, Request, Route, match_route
-from ._stream import StreamObserver, StreamStart
+from ._stream import StreamObserver, StreamStart, Strict
 
 if TYPE_CHECKING:
     from ..recorder import FlightRecorder
@@ -61,6 +62,11 @@ class Settings:
     excluded_urls: re.Pattern[str] | None = None
     genai_span: GenAISpan = "beside"
     recorder: FlightRecorder | None = None
+    #: The outcomes strict mode refuses (``otelsse._strict``); empty: off. A request sent in a
+    #: ``strict()`` block takes the block's instead.
+    strict: frozenset[Outcome] = frozenset()
+    #: A cut the client library raised for is refused too (the proxy: see ``Strict.cuts``).
+    strict_cuts: bool = False
 
     def begin(self, make: Callable[..., _W | None], *args: Any) -> _W | None:
         """``make(self, *args)``, the watch of a request about to be sent; None to leave the
@@ -145,6 +151,7 @@ class Watch:
         "span",
         "start_time",
         "started_at",
+        "strict",
         "url",
     )
 
@@ -163,6 +170,9 @@ class Watch:
         self.route = route
         self.expects_sse = expects_sse
         self.request_model = request_model
+        #: The outcomes strict mode refuses for this request (empty: off), as at its send.
+        scoped = scoped_outcomes()
+        self.strict = settings.strict if scoped is None else scoped
         self.started_at = time.perf_counter()
         self.start_time = time.time_ns()
         # A process forked from this one inherits the watch and its stream; they stay ours.
@@ -244,7 +254,8 @@ class Watch:
             self.failed(error)
 
     def observe(self, response: Any, tap: Tap) -> None:
-        """The response headers are in: observe its body if it is a stream. Never raises.
+        """The response headers are in: observe its body if it is a stream. Never raises, but
+        strict mode's refusal of a body the client already read.
 
         A body the client already read (``stream=False``) is observed at once; otherwise
         ``tap(response, observer)``, the client's, installs the tee and returns the body source
@@ -264,13 +275,16 @@ class Watch:
             )
             if observer is None:
                 return
-            if body is not None:
-                observer.feed(body)
-                observer.finish()
-            else:
+            if body is None:
                 observer.end_when_collected(tap(response, observer))
+                return
         except Exception as exc:
             self.contain(exc)
+            return
+        # The client read the whole body while sending (requests' stream=False): strict mode's
+        # refusal, if any, is raised from the send, where the application's read happened.
+        observer.feed(body)
+        observer.finish()
 
     def failed(self, error: BaseException, *, reason: str | None = None) -> None:
         """The request raised before any response (connect error, timeout): end the span
@@ -322,14 +336,18 @@ class Watch:
             observer.monitor.refuse(violation)
             observer.finish(None)
             return None
-        observer = StreamObserver(self._start(span_attributes, status), active=True)
+        observer = StreamObserver(self._start(span_attributes, status, strict=True), active=True)
         if not body_decoded:
             observer.decode_as(headers.get("content-encoding"))
         return observer
 
-    def _start(self, span_attributes: dict[str, Any], status: int | None = None) -> StreamStart:
+    def _start(
+        self, span_attributes: dict[str, Any], status: int | None = None, *, strict: bool = False
+    ) -> StreamStart:
         """What observing this request's stream starts from: its span (started now if the
-        request was not expected to stream), the route to read it by, its attributes."""
+        request was not expected to stream), the route to read it by, its attributes; and, for
+        a body to read (``strict``), strict mode when it is on. A stream refused at its headers
+        is the SDK's to raise for: its body is the application's."""
         settings = self.settings
         # A request no route claimed is observed only as SSE: its events will tell.
         route = AUTO if self.route is None else self.route.full_name()  # with its profile
@@ -352,7 +370,14 @@ class Watch:
             owned=self.owned,
             attach_to=attach,
             recorder=settings.recorder,
+            strict=self._strict() if strict and self.strict else None,
             pid=self.pid,
+        )
+
+    def _strict(self) -> Strict:
+        cls = fault_class(self.client)
+        return Strict(
+            self.strict, lambda report: refusal(cls, report), cuts=self.settings.strict_cuts
         )
 
 

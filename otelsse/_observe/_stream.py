@@ -4,10 +4,13 @@ ASGI app serves and one the proxy relays.
     StreamStart ──> StreamObserver            (the span already started, the route to read by)
     body reads ── StreamObserver.feed(chunk)   (the tee, as the application reads)
     end ── StreamObserver.finish(error)  exactly once: EOF, close, error
+           strict mode (``Strict``): feed() or finish() at EOF raises the refusal once the
+           verdict is certain and refused; the stream has ended by then
            the body's source collected, or still open at exit ── by _Reaper, off the collector
 
 Everything here is contained: a failure is counted in ``otelsse.instrumentation.errors`` and
-what the application reads is left exactly as it was.
+what the application reads is left exactly as it was. Strict mode's refusal is the one exception
+that reaches the application, on purpose.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any
@@ -35,7 +39,7 @@ from ._content import ContentDecoder, CorruptContent, UnsupportedEncoding, conte
 if TYPE_CHECKING:
     from ..recorder import FlightRecorder, Tape
 
-__all__ = ["StreamObserver", "StreamStart"]
+__all__ = ["StreamObserver", "StreamStart", "Strict"]
 
 #: Reads an observer keeps, each with its clock reading, before replaying them into the monitor
 #: at once: running the monitor between every two reads of the application's own code costs
@@ -45,6 +49,20 @@ DEFERRED_BYTES = 16 * 1024
 #: How long the exit handler waits for the reaper to end the streams queued before it (a span
 #: processor exporting synchronously may take a while); then it ends what is left itself.
 EXIT_WAIT = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Strict:
+    """Strict mode for one stream: what it refuses, and how."""
+
+    #: The outcomes refused.
+    outcomes: frozenset[Outcome]
+    #: The exception to raise in the application's read for a refused stream's report.
+    refusal: Callable[[StreamReport], BaseException]
+    #: A cut the client library raised for counts as refused too (the proxy, which answers it
+    #: in the route's own protocol); in-process, the library's own exception already reaches
+    #: the application.
+    cuts: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +91,8 @@ class StreamStart:
     #: (``instrument(genai_span="attach")``).
     attach_to: Span | None = None
     recorder: FlightRecorder | None = None
+    #: Strict mode, when on for this stream.
+    strict: Strict | None = None
     #: The process the stream belongs to: a forked child ends none of its parent's streams.
     pid: int = dataclasses.field(default_factory=os.getpid)
 
@@ -90,11 +110,13 @@ class StreamObserver:
         "_now",
         "_parsing",
         "_start",
+        "_strict",
         "_tape",
         "_telemetry",
         "_unended",
         "broken",
         "monitor",
+        "report",
         "request_model",
     )
 
@@ -128,6 +150,9 @@ class StreamObserver:
         self._parsing = True
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self._active_attributes: MetricAttributes | None = None
+        self._strict = start.strict
+        #: The stream's report, once it has ended.
+        self.report: StreamReport | None = None
         if active:
             self._active_attributes = {semconv.ROUTE: route}
             if semconv.SERVER_ADDRESS in start.span_attributes:
@@ -190,22 +215,51 @@ class StreamObserver:
             self.broken = True
 
     def feed(self, chunk: bytes) -> None:
-        """The application just read ``chunk``. Never raises.
+        """The application just read ``chunk``. Never raises, but in strict mode.
 
         The read is kept with its clock reading and replayed into the monitor with the next
         ones (``DEFERRED_READS``/``DEFERRED_BYTES``) or at the stream's end, whichever comes
-        first: timings and outcome are those of feeding each read as it came.
+        first: timings and outcome are those of feeding each read as it came. In strict mode
+        each read is judged as it comes: one that makes a refused fault certain ends the stream
+        and raises the refusal instead of handing the read on.
         """
         if not self._unended:
             return
         deferred = self._deferred
         deferred.append(chunk)
-        self._deferred_at.append(time.perf_counter())
+        now = time.perf_counter()
+        self._deferred_at.append(now)
         self._deferred_bytes += len(chunk)
-        if len(deferred) >= DEFERRED_READS or self._deferred_bytes >= DEFERRED_BYTES:
+        strict = self._strict
+        if (
+            strict is not None
+            or len(deferred) >= DEFERRED_READS
+            or self._deferred_bytes >= DEFERRED_BYTES
+        ):
             undecodable = self._replay()
-            if undecodable is not None and self._claim():
-                self._end(undecodable, "transport", None)
+            if undecodable is not None:
+                if self._claim():
+                    self._end(undecodable, "transport", None)
+            elif strict is not None and self._faulted(strict) and self._claim():
+                self._refuse(self._end(now, None, None))
+
+    def _faulted(self, strict: Strict) -> bool:
+        """Whether the monitor already has a fault strict mode refuses."""
+        if self.broken:
+            return False
+        try:
+            return self.monitor.fault() in strict.outcomes
+        except Exception as exc:
+            self.broken = True
+            self._telemetry.count_error(exc, "feed")
+            return False
+
+    def _refuse(self, report: StreamReport | None) -> None:
+        """Raise strict mode's refusal of the stream that just ended with ``report``, if it is
+        refused."""
+        strict = self._strict
+        if report is not None and strict is not None and _refused(report, strict):
+            raise strict.refusal(report)
 
     def _replay(self) -> float | None:
         """Give the monitor the reads kept so far, each with its own clock reading. Returns the
@@ -257,26 +311,35 @@ class StreamObserver:
 
     def finish(self, error: StreamError | None = None, *, reason: str | None = None) -> None:
         """End the stream: None at EOF, else how it ended (``reason``: why it was cancelled,
-        when the caller knows). Only the first ending counts, whichever thread it comes from."""
+        when the caller knows). Only the first ending counts, whichever thread it comes from.
+        In strict mode, a clean EOF with a refused verdict raises the refusal (the application's
+        read that met the EOF raises it, before its client can report a clean end)."""
         if self._claim():
-            self._conclude(time.perf_counter(), error, reason)
+            report = self._conclude(time.perf_counter(), error, reason)
+            if error is None:
+                self._refuse(report)
 
-    def _conclude(self, now: float, error: StreamError | None, reason: str | None) -> None:
+    def _conclude(
+        self, now: float, error: StreamError | None, reason: str | None
+    ) -> StreamReport | None:
         """End the claimed stream at ``now``, once the reads it kept are replayed (a read the
         body could not decode ends it there)."""
         if self._deferred and os.getpid() == self._start.pid:
             undecodable = self._replay()
             if undecodable is not None:
                 now, error, reason = undecodable, "transport", None
-        self._end(now, error, reason)
+        return self._end(now, error, reason)
 
-    def _end(self, now: float, error: StreamError | None, reason: str | None) -> None:
-        """End the claimed stream at ``now``: its span, metrics and recording."""
+    def _end(
+        self, now: float, error: StreamError | None, reason: str | None
+    ) -> StreamReport | None:
+        """End the claimed stream at ``now``: its span, metrics and recording. Returns its
+        report (None in a forked child, which ends none of its parent's streams)."""
         _REAPER.forget(self)
         if os.getpid() != self._start.pid:
             # A forked child inherited this stream (and ends it at its exit or collection): its
             # span and metrics are the parent's alone.
-            return
+            return None
         telemetry = self._telemetry
         try:
             if self._finalizer is not None:
@@ -287,10 +350,14 @@ class StreamObserver:
         except Exception as exc:
             telemetry.count_error(exc, "finish")
             report = _internal_error_report(self.monitor)
+        self.report = report
         start = self._start
         attributes = start.span_attributes
         if reason is not None:
             attributes[semconv.CANCEL_REASON] = reason
+        strict = self._strict
+        if strict is not None and _refused(report, strict):
+            attributes[semconv.STRICT_RAISED] = True
         if self._tape is not None:
             self._keep_recording(report)
         span = start.span
@@ -307,6 +374,7 @@ class StreamObserver:
             context=trace.set_span_in_context(span, start.context),
         )
         telemetry.finish_stream(span, report, attributes, call, self._active_attributes)
+        return report
 
     def _keep_recording(self, report: StreamReport) -> None:
         """Hand the stream's tape to the flight recorder; its id goes on the span."""
@@ -426,6 +494,14 @@ def _end_queued(item: _Queued) -> None:
 
 
 _REAPER = _Reaper()
+
+
+def _refused(report: StreamReport, strict: Strict) -> bool:
+    """Whether strict mode refuses the stream ``report`` tells of: its outcome is refused and
+    the stream ended at EOF or at the fault (or, with ``cuts``, at a cut the client raised for)."""
+    if report.outcome not in strict.outcomes:
+        return False
+    return report.error is None or (strict.cuts and report.error == "transport")
 
 
 def _attach(neighbour: Span, report: StreamReport) -> None:
