@@ -16,7 +16,9 @@ instance reads one stream:
   the class's dispatch table (methods marked ``@handles(kind, ...)``) says what each kind does to
   the ``StreamState``; ``on_close(state)`` judges what only EOF can tell;
 - **what the flight recorder may keep** of its events: ``redaction``, which JSON values are the
-  protocol's vocabulary, ids or tool arguments (everything else is content, and redacted).
+  protocol's vocabulary, ids or tool arguments (everything else is content, and redacted);
+- **how a refused stream is ended in its own protocol**: ``strict_error_event(code, message)``,
+  the event the proxy's strict mode sends a client as the last of a stream it refuses.
 
 The registry, the sniffer, ``detect_route``, the instrumentation, the docs and the demo read
 these declarations; nothing outside a route's module branches on its name.
@@ -24,6 +26,7 @@ these declarations; nothing outside a route's module branches on its name.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
@@ -31,7 +34,16 @@ from .._core.events import SSEEvent
 from .._core.json import JSONDecodeError, loads
 from .._core.state import StreamState
 
-__all__ = ["CHUNK", "Handler", "Redaction", "Request", "Route", "handles", "parse_object"]
+__all__ = [
+    "CHUNK",
+    "Handler",
+    "Redaction",
+    "Request",
+    "Route",
+    "handles",
+    "parse_object",
+    "sse_event",
+]
 
 #: The payload kind of routes whose events are all one shape (chat chunks, Gemini chunks).
 CHUNK = "chunk"
@@ -108,6 +120,14 @@ def parse_object(event: SSEEvent, state: StreamState) -> dict[str, Any] | None:
         state.payload_invalid()
         return None
     return obj
+
+
+def sse_event(data: Mapping[str, Any], event: str | None = None) -> bytes:
+    """One whole SSE event: an ``event:`` line when ``event`` names one, then ``data`` as compact
+    JSON on one ``data:`` line (JSON text escapes every line break), then the blank line."""
+    text = json.dumps(data, separators=(",", ":"))
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {text}\n\n".encode()
 
 
 class Route:
@@ -214,6 +234,27 @@ class Route:
         return False
 
     # -- reading one stream --------------------------------------------------------------------
+
+    @classmethod
+    def strict_error_event(cls, code: str, message: str) -> bytes | None:
+        """The whole event (blank line included) that ends a stream strict mode refused, in this
+        contract's own protocol; None when the contract has none.
+
+        The proxy sends it as the last bytes of a stream it refuses (``otelsse proxy
+        --strict``), then ends the response cleanly, so that a client in any language learns
+        the refusal the way its SDK learns the provider's own errors. It must be:
+
+        - an error the provider's official SDKs raise on in their iteration loop;
+        - the provider's documented error shape, as far as the first rule allows;
+        - judged ``provider_error`` by this route, after any part of a stream;
+        - never a success terminal (``[DONE]``, ``message_stop``).
+
+        ``code`` is machine-readable (``otelsse_strict_truncated``) and ``message`` says why in
+        words; neither holds content of the stream. With None (the default, for a contract
+        whose error no SDK is known to raise on), the proxy cuts the client's connection
+        instead: no clean end of the body, which every HTTP client reports as an error.
+        """
+        return None
 
     def on_event(self, event: SSEEvent, state: StreamState) -> None:
         """Interpret one complete event: envelope, then the dispatch table."""

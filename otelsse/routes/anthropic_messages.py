@@ -19,6 +19,17 @@ Sniffing: only events this contract alone sends prove it; ``ping`` does not (the
 Completions API, ``POST /v1/complete`` with ``event: completion``, sends it too, and that path is
 disowned: read as generic, never guessed).
 
+Strict mode's error event (``strict_error_event``): the documented error event, ``event: error``
+with ``{"type": "error", "error": {"type": "api_error", "message"}}`` ("Streaming Messages", error
+events, above; ``api_error``, "an unexpected error has occurred internal to Anthropic's
+systems", is the one of the documented error types, https://docs.anthropic.com/en/api/errors,
+that says the server failed; the error object has no code, so the message names the outcome).
+The official SDKs raise on every ``event: error``: anthropic-sdk-python
+``src/anthropic/_streaming.py`` ``Stream.__stream__`` (``if sse.event == "error": raise
+self._client._make_status_error(...)``) and anthropic-sdk-typescript ``src/core/streaming.ts``
+``Stream.fromSSEResponse`` (``if (sse.event === 'error') throw new APIError(...)``); this route
+judges it ``provider_error``.
+
 Speed: the hot event, a ``content_block_delta``, is read first through its typed shape
 (``_BlockDelta``, with msgspec) straight into the state; any text that is not exactly that shape
 is read by ``loads`` and the dispatch table, which stay the definition.
@@ -32,7 +43,7 @@ from .._core import json as core_json
 from .._core.events import SSEEvent
 from .._core.json import TypedShape, typed_decoder
 from .._core.state import FUNCTION, SERVER, StreamState, ToolCall
-from ._base import Redaction, Request, Route, handles, parse_object
+from ._base import Redaction, Request, Route, handles, parse_object, sse_event
 
 __all__ = ["AnthropicMessagesRoute"]
 
@@ -105,6 +116,14 @@ class AnthropicMessagesRoute(Route):
     @classmethod
     def sniff_payload(cls, payload: dict[str, Any]) -> bool:
         return payload.get("type") in _SNIFFED_TYPES
+
+    @classmethod
+    def strict_error_event(cls, code: str, message: str) -> bytes | None:
+        # The documented error event (the module docstring cites the docs and SDKs); its error
+        # object has a type and a message only.
+        return sse_event(
+            {"type": "error", "error": {"type": "api_error", "message": message}}, "error"
+        )
 
     def __init__(self) -> None:
         super().__init__()

@@ -7,6 +7,17 @@ and ``FinishReason`` (https://ai.google.dev/api/generate-content), and googleapi
 ``google/genai/types.py`` (``FinishReason``, ``BlockedReason``). ``STOP`` is the only success,
 also after a function call. A ``{"error": ...}`` payload is a provider error. Function calls
 arrive whole, with ``args`` already an object.
+
+Strict mode's error event (``strict_error_event``): a chunk holding Google's error object,
+``{"error": {"code": 500, "message", "status": "INTERNAL", "details": [ErrorInfo]}}`` (the Gemini
+API's error codes, https://ai.google.dev/gemini-api/docs/troubleshooting: 500 ``INTERNAL``, "an
+unexpected error occurred on Google's side"; the shape and ``google.rpc.ErrorInfo``, whose
+``reason`` carries the code: https://google.aip.dev/193). The official SDKs raise on a chunk
+that is an error: googleapis/python-genai ``google/genai/_api_client.py``
+``BaseApiClient.request_streamed`` (``if chunk_dump.startswith('{"error":')``: ``error`` must be
+the first key, then ``errors.APIError.raise_error(...)``, a ``ServerError`` for 500) and
+googleapis/js-genai ``src/_api_client.ts`` ``processStreamResponse`` (``if ('error' in
+chunkJson)``, then ``throw new ApiError(...)``); this route judges it ``provider_error``.
 """
 
 from __future__ import annotations
@@ -14,7 +25,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from .._core.state import StreamState
-from ._base import CHUNK, Redaction, Request, Route, handles
+from ._base import CHUNK, Redaction, Request, Route, handles, sse_event
 
 __all__ = ["GeminiRoute"]
 
@@ -55,6 +66,17 @@ class GeminiRoute(Route):
     @classmethod
     def sniff_payload(cls, payload: dict[str, Any]) -> bool:
         return "candidates" in payload or "usageMetadata" in payload or "promptFeedback" in payload
+
+    @classmethod
+    def strict_error_event(cls, code: str, message: str) -> bytes | None:
+        # Google's error object, ``error`` its first key (the module docstring cites why).
+        reason = {
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": code.upper(),
+            "domain": "otelsse",
+        }
+        error = {"code": 500, "message": message, "status": "INTERNAL", "details": [reason]}
+        return sse_event({"error": error})
 
     def __init__(self) -> None:
         super().__init__()

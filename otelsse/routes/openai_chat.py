@@ -14,6 +14,15 @@ on the first fragment only. Servers that leave out the index, or reuse index 0 f
 new call. A non-empty delta for a choice that already finished is a protocol error; ``content`` may
 be a list of typed parts (Mistral); ``refusal`` text is kept apart from the answer.
 
+Strict mode's error event (``strict_error_event``): a data-only chunk holding OpenAI's error
+object, ``{"error": {"message", "type", "param", "code"}}`` (the error object of "Error codes",
+https://platform.openai.com/docs/guides/error-codes, as the API sends it in a stream), with
+``type`` ``server_error``. The official SDKs raise on any chunk whose ``error`` is set:
+openai-python ``src/openai/_streaming.py`` ``Stream.__stream__`` (``if is_mapping(data) and
+data.get("error"): raise APIError(...)``) and openai-node ``src/core/streaming.ts``
+``Stream.fromSSEResponse`` (``if (data && data.error) throw new APIError(...)``); this route
+judges it ``provider_error``.
+
 Host profiles (``no_done``, ``no_finish_reason``) bend the terminal rule for the servers that
 document doing so; docs/users/gateways.md lists what each OpenAI-compatible service sends and why.
 
@@ -31,7 +40,7 @@ from .._core import json as core_json
 from .._core.events import SSEEvent
 from .._core.json import JSONDecodeError, TypedShape, loads, typed_decoder
 from .._core.state import StreamState, ToolCall
-from ._base import CHUNK, Redaction, Request, Route, handles
+from ._base import CHUNK, Redaction, Request, Route, handles, sse_event
 
 __all__ = ["OPENAI_CHAT_PROFILES", "OpenAIChatRoute"]
 
@@ -153,6 +162,12 @@ class OpenAIChatRoute(Route):
     @classmethod
     def sniff_payload(cls, payload: dict[str, Any]) -> bool:
         return payload.get("object") == "chat.completion.chunk" or "choices" in payload
+
+    @classmethod
+    def strict_error_event(cls, code: str, message: str) -> bytes | None:
+        # OpenAI's error object as a chunk (the module docstring cites the docs and SDKs).
+        error = {"message": message, "type": "server_error", "param": None, "code": code}
+        return sse_event({"error": error})
 
     def __init__(self) -> None:
         super().__init__()

@@ -12,6 +12,18 @@ Output items the provider runs itself (``mcp_call``, ``web_search_call``, ``file
 ``code_interpreter_call``, ``image_generation_call``) are server calls, never the application's
 to run; a ``custom_tool_call``'s input is free text, not JSON. An ``error`` event may be followed
 by the ``response.failed`` that closes the same failure.
+
+Strict mode's error event (``strict_error_event``): the documented ``error`` event, ``event:
+error`` with ``{"type": "error", "code", "message", "param"}`` (``ResponseErrorEvent`` in the
+streaming events reference above; openai-python ``src/openai/types/responses/
+response_error_event.py``), with an ``error`` object beside them (``{"type": "server_error",
+"code", "message"}``), and without ``sequence_number``, which only the upstream could number.
+The ``error`` object is what the official SDKs raise on: openai-python
+``src/openai/_streaming.py`` ``Stream.__stream__`` raises ``APIError`` for data whose ``error`` is
+set, never for the documented event alone (it yields it, as it yields ``response.failed``), and so
+do openai-node releases before 7 (``if (data && data.error) throw new APIError(...)`` in
+``src/core/streaming.ts`` ``Stream.fromSSEResponse``); later ones also raise on ``event: error``
+(``data?.error ?? data``). This route judges it ``provider_error``.
 """
 
 from __future__ import annotations
@@ -21,7 +33,7 @@ from urllib.parse import parse_qs
 
 from .._core.events import SSEEvent
 from .._core.state import CUSTOM, FUNCTION, SERVER, StreamState, ToolCall
-from ._base import Redaction, Request, Route, handles, parse_object
+from ._base import Redaction, Request, Route, handles, parse_object, sse_event
 
 __all__ = ["OpenAIResponsesRoute"]
 
@@ -87,6 +99,14 @@ class OpenAIResponsesRoute(Route):
     def sniff_payload(cls, payload: dict[str, Any]) -> bool:
         kind = payload.get("type")
         return type(kind) is str and kind.startswith("response.")
+
+    @classmethod
+    def strict_error_event(cls, code: str, message: str) -> bytes | None:
+        # The documented ``error`` event, with the ``error`` object the SDKs raise on (the
+        # module docstring cites both).
+        error = {"type": "server_error", "code": code, "message": message}
+        data = {"type": "error", "code": code, "message": message, "param": None, "error": error}
+        return sse_event(data, "error")
 
     def __init__(self) -> None:
         super().__init__()
