@@ -335,8 +335,12 @@ class Telemetry:
         self.tracer_provider.add_span_processor(BatchSpanProcessor(self.exporter))
         self.meter_provider = MeterProvider(metric_readers=[self.reader])
 
-    def instrument(self) -> None:
-        otelsse.instrument(tracer_provider=self.tracer_provider, meter_provider=self.meter_provider)
+    def instrument(self, strict: bool = False) -> None:
+        otelsse.instrument(
+            tracer_provider=self.tracer_provider,
+            meter_provider=self.meter_provider,
+            strict=strict,
+        )
 
     def uninstrument(self) -> None:
         otelsse.uninstrument()
@@ -347,9 +351,9 @@ class Telemetry:
             )
 
     @contextlib.contextmanager
-    def instrumented(self, on: bool) -> Iterator[None]:
+    def instrumented(self, on: bool, strict: bool = False) -> Iterator[None]:
         if on:
-            self.instrument()
+            self.instrument(strict)
         try:
             yield
         finally:
@@ -407,6 +411,7 @@ class Workload:
     body: Body | None = None  # the SSE body streamed once per run; None: plain requests
     per_run: int = 1  # streams or requests in one run
     control: bool = False  # A/A: the "instrumented" side is not instrumented either
+    strict: bool = False  # the instrumented side runs in strict mode (same bytes, same result)
 
     @property
     def unit(self) -> str:
@@ -486,6 +491,17 @@ def speed_workloads(url: str, stack: contextlib.ExitStack, requests_per_run: int
         Workload("openai SDK stream", 1.03, openai_sdk, chat.text, chat),
         Workload("anthropic SDK stream", 1.10, anthropic_sdk, messages.text, messages),
         Workload("httpx + httpx-sse + json.loads", 1.20, raw_httpx_sse, chat.text, chat),
+        # Strict mode judges every read as it comes (observing defers them): its goal is
+        # observing's, the cost of refusing a stream nothing that completes pays.
+        Workload("openai SDK stream, strict", 1.03, openai_sdk, chat.text, chat, strict=True),
+        Workload(
+            "anthropic SDK stream, strict",
+            1.10,
+            anthropic_sdk,
+            messages.text,
+            messages,
+            strict=True,
+        ),
         # The method's noise floor, for streams and for requests: the same pairing and
         # statistics with nothing instrumented on either side.
         Workload(
@@ -659,7 +675,7 @@ def timed_run(workload: Workload, telemetry: Telemetry, instrumented: bool) -> t
     collection before it stay outside the timer; GC stays on inside (the instrumented run's
     extra allocations may trigger collections, which is part of its cost)."""
     instrumented = instrumented and not workload.control
-    with telemetry.instrumented(instrumented):
+    with telemetry.instrumented(instrumented, workload.strict):
         gc.collect()
         cpu0, wall0 = time.process_time_ns(), time.perf_counter_ns()
         result = workload.run()

@@ -225,23 +225,40 @@ class StreamObserver:
         """
         if not self._unended:
             return
+        strict = self._strict
+        if strict is not None:
+            self._judge_now(chunk, strict)
+            return
         deferred = self._deferred
         deferred.append(chunk)
-        now = time.perf_counter()
-        self._deferred_at.append(now)
+        self._deferred_at.append(time.perf_counter())
         self._deferred_bytes += len(chunk)
-        strict = self._strict
-        if (
-            strict is not None
-            or len(deferred) >= DEFERRED_READS
-            or self._deferred_bytes >= DEFERRED_BYTES
-        ):
+        if len(deferred) >= DEFERRED_READS or self._deferred_bytes >= DEFERRED_BYTES:
+            undecodable = self._replay()
+            if undecodable is not None and self._claim():
+                self._end(undecodable, "transport", None)
+
+    def _judge_now(self, chunk: bytes, strict: Strict) -> None:
+        """Strict mode's ``feed``: the read judged at once; a refused fault it made certain
+        ends the stream and raises."""
+        now = time.perf_counter()
+        if self._decoder is None and self._tape is None and self._parsing and not self.broken:
+            try:  # the common case, without the replay's bookkeeping
+                self.monitor.feed(chunk, now)
+            except Exception as exc:
+                self.broken = True
+                self._telemetry.count_error(exc, "feed")
+                return
+        else:
+            self._deferred.append(chunk)
+            self._deferred_at.append(now)
             undecodable = self._replay()
             if undecodable is not None:
                 if self._claim():
                     self._end(undecodable, "transport", None)
-            elif strict is not None and self._faulted(strict) and self._claim():
-                self._refuse(self._end(now, None, None))
+                return
+        if self._faulted(strict) and self._claim():
+            self._refuse(self._end(now, None, None))
 
     def _faulted(self, strict: Strict) -> bool:
         """Whether the monitor already has a fault strict mode refuses."""

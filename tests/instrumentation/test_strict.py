@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import zlib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -375,3 +377,47 @@ def test_an_error_status_is_the_applications_as_without_otelsse(
         reference = fetch(client, url)
     assert _fetch_strict(client, url).exact == reference.exact
     assert otel.stream_span().attributes[semconv.OUTCOME] == "http_error"
+
+
+@pytest.mark.parametrize(
+    ("body", "outcome"), [(CLEAN_CUT, "truncated"), (INVALID_PAYLOAD, "payload_error")]
+)
+def test_a_gzip_body_is_judged_as_decoded(
+    client: Client, server: SSEServer, otel: Telemetry, body: bytes, outcome: str
+) -> None:
+    # Each event flushed on its own, as a streaming server codes it.
+    coder = zlib.compressobj(wbits=31)
+    coded = (
+        b"".join(coder.compress(event) + coder.flush(zlib.Z_SYNC_FLUSH) for event in _events(body))
+        + coder.flush()
+    )
+    headers = (("content-encoding", "gzip"),)
+    url = server.route(PATH, _server_reply(coded, headers=headers))
+    got = _fetch_strict(client, url)
+    assert _refusal(got, client).code == outcome
+    assert body.startswith(got.data)
+    assert otel.stream_span().attributes[semconv.OUTCOME] == outcome
+
+
+def _events(body: bytes) -> list[bytes]:
+    return [event + b"\n\n" for event in body.split(b"\n\n") if event]
+
+
+def test_a_refused_stream_is_recorded_as_it_was_refused(
+    sync_client: Client, server: SSEServer, tmp_path: Path
+) -> None:
+    from otelsse.recorder import FlightRecorder, load_recording
+    from tests.instrumentation.test_recording import recordings
+
+    url = server.route(PATH, _server_reply(INVALID_PAYLOAD))
+    telemetry = Telemetry().install(recorder=FlightRecorder(tmp_path), strict=True)
+    try:
+        got = fetch(sync_client, url)
+        attributes = dict(telemetry.stream_span().attributes or {})
+    finally:
+        telemetry.uninstall()
+    assert _refusal(got, sync_client).code == "payload_error"
+    recording = load_recording(recordings(tmp_path)[str(attributes[semconv.RECORDING_ID])])
+    # What the monitor judged up to the refusal, and nothing the application did not read.
+    assert recording.outcome == "payload_error"
+    assert recording.replay().outcome.value == "payload_error"
