@@ -4,8 +4,9 @@ It speaks the four streaming contracts otelsse knows (OpenAI Chat Completions an
 Anthropic Messages, Gemini ``streamGenerateContent``) over plain HTTP/1.1 on 127.0.0.1, and it
 misbehaves on purpose: the ``x-otelsse-demo-scenario`` request header picks how the stream ends
 (see ``SCENARIOS``). Without the header a request gets a complete answer, or a tool call when
-it offers tools. Bodies imitate the real recorded streams closely enough for the real openai and
-anthropic SDKs to parse them.
+it offers tools. ``clean_cut`` and ``no_terminal`` end a well-formed body early or without its
+end marker: nothing at the byte level is wrong, so no client raises. Bodies imitate the real
+recorded streams closely enough for the real openai and anthropic SDKs to parse them.
 
 The server is asyncio on a background thread, so a cut connection or a stalled stream costs one
 coroutine and the demo's clients, on other threads, see exactly what a real network would show.
@@ -58,6 +59,14 @@ EXPECTED_OUTCOME: dict[str, str] = {
     "bad_gateway": "http_error",  # HTTP 502 with an HTML page: a load balancer's, not the API's
     "gzip": "complete",  # a whole answer, gzip-coded as it streams (each event flushed)
     "endless_line": "buffer_limit",  # a data line that never ends (cut off past 8 MiB)
+    # The body ends cleanly (chunked, its last chunk sent) at an event boundary part-way
+    # through the answer, as a gateway that times out and ends the response: half the text, or,
+    # when the request offers tools, a tool call cut inside its arguments. Every client finishes
+    # without an error.
+    "clean_cut": "truncated",
+    # The whole answer, every part stopped with success, then a clean end without the route's
+    # end marker (chat: ``data: [DONE]``; Anthropic: ``message_stop``).
+    "no_terminal": "terminal_missing",
 }
 #: Scenarios the provider answers with an HTTP error before any stream: status and error type.
 HTTP_FAILURES: dict[str, tuple[int, str, str]] = {
@@ -111,6 +120,7 @@ class Turn(NamedTuple):
     scenario: str
     words: int  # how many words of text before the ending
     request_id: str
+    tools: bool = False  # the request offered tools (a ``clean_cut`` then cuts a tool call)
 
 
 def _sse(data: Any, event: str | None = None) -> bytes:
@@ -123,10 +133,30 @@ def _pieces(text: str, parts: int = 3) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
+def _tool_answer(turn: Turn) -> bool:
+    """Whether the answer is a tool call: the tool scenarios, and a clean cut offered tools."""
+    return turn.scenario.startswith("tool_call") or (turn.scenario == "clean_cut" and turn.tools)
+
+
+def _words(turn: Turn) -> list[str]:
+    """The words of text sent: a clean cut of a text answer ends the body half-way through."""
+    if turn.scenario == "clean_cut" and not _tool_answer(turn):
+        return ANSWER[: turn.words // 2]
+    return ANSWER[: turn.words]
+
+
 def _tool_arguments(turn: Turn) -> str:
     if turn.scenario == "tool_call_invalid":
         return _TOOL_ARGUMENTS[: len(_TOOL_ARGUMENTS) // 2]  # a gateway dropped the rest
     return _TOOL_ARGUMENTS
+
+
+def _argument_pieces(turn: Turn) -> list[str]:
+    """The argument deltas sent: a clean cut ends the body before the last one, inside the
+    arguments (``{"city": "Paris", "unit"``, which a partial-JSON parser reads as a call
+    without its unit)."""
+    pieces = _pieces(_tool_arguments(turn))
+    return pieces[:-1] if turn.scenario == "clean_cut" else pieces
 
 
 def _chat(turn: Turn) -> list[bytes]:
@@ -142,9 +172,9 @@ def _chat(turn: Turn) -> list[bytes]:
         return _sse({**base, "choices": [choice]})
 
     events = [chunk({"role": "assistant", "content": ""})]
-    tool = turn.scenario.startswith("tool_call")
+    tool = _tool_answer(turn)
     if not tool:
-        events += [chunk({"content": word + " "}) for word in ANSWER[: turn.words]]
+        events += [chunk({"content": word + " "}) for word in _words(turn)]
     if turn.scenario == "provider_error":
         error = {
             "message": "The server had an error while processing your request.",
@@ -163,8 +193,10 @@ def _chat(turn: Turn) -> list[bytes]:
         events.append(chunk({"tool_calls": [call]}))
         events += [
             chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
-            for piece in _pieces(_tool_arguments(turn))
+            for piece in _argument_pieces(turn)
         ]
+    if turn.scenario == "clean_cut":
+        return events  # no finish_reason, no usage, no [DONE]
     finish = "tool_calls" if tool else "length" if turn.scenario == "incomplete" else "stop"
     usage = {
         "prompt_tokens": 24,
@@ -173,6 +205,8 @@ def _chat(turn: Turn) -> list[bytes]:
     }
     events.append(chunk({}, finish))
     events.append(_sse({**base, "choices": [], "usage": usage}))
+    if turn.scenario == "no_terminal":
+        return events  # every choice finished, then no [DONE]
     return [*events, _sse("[DONE]")]
 
 
@@ -197,7 +231,7 @@ def _responses(turn: Turn) -> list[bytes]:
         event("response.created", response=response),
         event("response.in_progress", response=response),
     ]
-    if turn.scenario.startswith("tool_call"):
+    if _tool_answer(turn):
         arguments = _tool_arguments(turn)
         item: dict[str, Any] = {
             "id": f"fc_{turn.request_id}",
@@ -215,8 +249,10 @@ def _responses(turn: Turn) -> list[bytes]:
                 output_index=0,
                 delta=piece,
             )
-            for piece in _pieces(arguments)
+            for piece in _argument_pieces(turn)
         ]
+        if turn.scenario == "clean_cut":
+            return events  # inside the arguments: no .done events, no response.completed
         events.append(
             event(
                 "response.function_call_arguments.done",
@@ -241,9 +277,11 @@ def _responses(turn: Turn) -> list[bytes]:
         where = {"item_id": message["id"], "output_index": 0, "content_index": 0}
         events.append(event("response.output_item.added", output_index=0, item=message))
         events.append(event("response.content_part.added", **where, part=part))
-        for word in ANSWER[: turn.words]:
+        for word in _words(turn):
             text += word + " "
             events.append(event("response.output_text.delta", **where, delta=word + " "))
+        if turn.scenario == "clean_cut":
+            return events  # half the text: no .done events, no response.completed
         if turn.scenario == "provider_error":
             return [
                 *events,
@@ -288,15 +326,17 @@ def _anthropic(turn: Turn) -> list[bytes]:
         event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
         event("ping"),
     ]
-    for word in ANSWER[: turn.words]:
+    for word in _words(turn):
         delta = {"type": "text_delta", "text": word + " "}
         events.append(event("content_block_delta", index=0, delta=delta))
+    if turn.scenario == "clean_cut" and not _tool_answer(turn):
+        return events  # half the text, its block still open
     if turn.scenario == "provider_error":
         error = {"type": "overloaded_error", "message": "Overloaded"}
         return [*events, event("error", error=error)]
     events.append(event("content_block_stop", index=0))
     stop = "max_tokens" if turn.scenario == "incomplete" else "end_turn"
-    if turn.scenario.startswith("tool_call"):
+    if _tool_answer(turn):
         block = {
             "type": "tool_use",
             "id": f"toolu_{turn.request_id}",
@@ -310,12 +350,16 @@ def _anthropic(turn: Turn) -> list[bytes]:
                 index=1,
                 delta={"type": "input_json_delta", "partial_json": piece},
             )
-            for piece in _pieces(_tool_arguments(turn))
+            for piece in _argument_pieces(turn)
         ]
+        if turn.scenario == "clean_cut":
+            return events  # inside the tool block's input: no stop, no message_stop
         events.append(event("content_block_stop", index=1))
         stop = "tool_use"
     ending: dict[str, Any] = {"stop_reason": stop, "stop_sequence": None}
     events.append(event("message_delta", delta=ending, usage={"output_tokens": turn.words + 1}))
+    if turn.scenario == "no_terminal":
+        return events  # every block closed, a success stop, then no message_stop
     return [*events, event("message_stop")]
 
 
@@ -328,8 +372,10 @@ def _gemini(turn: Turn) -> list[bytes]:
             candidate["finishReason"] = finish
         return _sse({"candidates": [candidate], **base})
 
-    words = ANSWER[: turn.words]
+    words = _words(turn)
     events = [chunk([{"text": " ".join(words[i : i + 4]) + " "}]) for i in range(0, len(words), 4)]
+    if turn.scenario == "clean_cut":
+        return events  # half the text: no finishReason
     if turn.scenario == "provider_error":
         error = {
             "code": 503,
@@ -366,14 +412,29 @@ _RENDER: dict[str, Callable[[Turn], list[bytes]]] = {
     "anthropic.messages": _anthropic,
     "gemini.generate_content": _gemini,
 }
-#: Gemini sends function-call arguments as a JSON object, never as text: they cannot be cut.
+#: (route, scenario) pairs the provider refuses (400). Gemini sends function-call arguments as
+#: a JSON object, never as text: they cannot be cut. ``no_terminal`` needs a route that knows an
+#: answer is whole before its end marker: on Responses the stop arrives only in the terminal
+#: itself (``response.completed``), and Gemini has no end marker (the last ``finishReason`` is
+#: the end), so on both a whole answer without its end is no different from a cut one.
 UNSUPPORTED: frozenset[tuple[str, str]] = frozenset(
-    {("gemini.generate_content", "tool_call_invalid")}
+    {
+        ("gemini.generate_content", "tool_call_invalid"),
+        ("gemini.generate_content", "no_terminal"),
+        ("openai.responses", "no_terminal"),
+    }
+)
+#: Pairs refused only when the request offers tools: a ``clean_cut`` then cuts a tool call's
+#: arguments, which Gemini never sends in pieces (without tools, its text is cut).
+UNSUPPORTED_WITH_TOOLS: frozenset[tuple[str, str]] = frozenset(
+    {("gemini.generate_content", "clean_cut")}
 )
 
 
 def script_events(route: str, turn: Turn) -> list[bytes]:
-    """The SSE events of a whole answer in ``route``'s format (before any cut or stall)."""
+    """The SSE events of an answer in ``route``'s format: the whole answer (before any cut or
+    stall on the wire), except for ``clean_cut`` and ``no_terminal``, whose events stop where
+    the body ends."""
     return _RENDER[route](turn)
 
 
@@ -533,10 +594,15 @@ class FakeProvider:
             return _error_reply(400, "invalid_request_error", "the body is not a JSON object")
         if not by_url and request.get("stream") is not True:
             return _error_reply(400, "invalid_request_error", "this fake provider only streams")
-        default = "tool_call" if request.get("tools") else "complete"
-        scenario = headers.get(SCENARIO_HEADER, default)
-        if scenario not in EXPECTED_OUTCOME or (route, scenario) in UNSUPPORTED:
+        tools = bool(request.get("tools"))
+        scenario = headers.get(SCENARIO_HEADER, "tool_call" if tools else "complete")
+        if scenario not in EXPECTED_OUTCOME:
             return _error_reply(400, "invalid_request_error", f"unknown scenario {scenario!r}")
+        if (route, scenario) in UNSUPPORTED or (
+            tools and (route, scenario) in UNSUPPORTED_WITH_TOOLS
+        ):
+            served = f"scenario {scenario!r} is not served on {route}"
+            return _error_reply(400, "invalid_request_error", served + " with tools" * tools)
         self._requests += 1
         request_id = f"req_demo_{headers.get(JOB_HEADER) or self._requests}"[:40]
         request_id_header = "request-id" if route == "anthropic.messages" else "x-request-id"
@@ -563,7 +629,7 @@ class FakeProvider:
             else str(request.get("model") or DEFAULT_MODELS[route])
         )
         events = script_events(
-            route, Turn(model, scenario, rng.randint(8, len(ANSWER)), request_id)
+            route, Turn(model, scenario, rng.randint(8, len(ANSWER)), request_id, tools)
         )
         # Most answers start in a few hundred milliseconds; "thinking" ones take seconds.
         thinking = rng.random() < 0.15

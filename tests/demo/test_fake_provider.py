@@ -17,12 +17,17 @@ it. This module proves, against a live ``FakeProvider``:
    must say truncated in both cases, even where the client finishes silently.
 2. Raw HTTP (plain sockets): 404 off the streaming endpoints; a 400 JSON error for a request it
    cannot serve; the request-id header per route; the default scenario (a tool call when the
-   request offers tools); both truncation framings end the body without the terminal event; and
-   stopping the provider ends a stalled stream in flight instead of hanging.
+   request offers tools); both truncation framings end the body without the terminal event; the
+   clean endings (``clean_cut``, ``no_terminal``) end a well-formed chunked body at an event
+   boundary, the same bytes every time, which httpx reads without an error; and stopping the
+   provider ends a stalled stream in flight instead of hanging.
 3. ``script_events`` renders bodies ``StreamMonitor`` classifies as ``EXPECTED_OUTCOME``
-   (offline, for every scenario decided by the body alone), with the tool-call counts.
+   (offline, for every scenario decided by the body alone), with the tool-call counts; a
+   ``clean_cut`` offered tools leaves the call open.
 4. Realism: the real openai and anthropic SDKs parse the bodies into their typed objects and
-   recover the text and tool arguments that were sent.
+   recover the text and tool arguments that were sent; on the clean endings they finish without
+   raising, and hand over half an answer or a call built from half its arguments (what otelsse
+   exists to report).
 
 Timeouts cost the demo's READ_TIMEOUT (2 s) each, so all of them run at once in one test.
 """
@@ -40,6 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import anthropic
+import httpx
 import openai
 import pytest
 
@@ -54,6 +60,7 @@ from otelsse._demo.provider import (
     SCENARIO_HEADER,
     SCENARIOS,
     UNSUPPORTED,
+    UNSUPPORTED_WITH_TOOLS,
     FakeProvider,
     Turn,
     request_for,
@@ -70,6 +77,8 @@ STALL = 3.0
 #: The provider's delays divided by this: the tests need the endings, not realistic pacing.
 SPEED = 50.0
 TOOL_ARGUMENTS = {"city": "Paris", "unit": "celsius"}
+#: What a ``clean_cut`` tool call's argument deltas add up to: the last delta never comes.
+CUT_ARGUMENTS = '{"city": "Paris", "unit"'
 #: Modules an application's exception may come from: the SDKs and the HTTP clients under them.
 CLIENT_LIBRARIES = frozenset({"openai", "anthropic", "httpx", "httpx2", "requests"})
 FRAMINGS = ("chunked", "close")
@@ -300,7 +309,7 @@ def _bad_requests() -> Iterator[Any]:
         if "stream" in body:  # Gemini streams by its path, not by a body field
             not_streaming = json.dumps({**body, "stream": False}).encode()
             yield pytest.param(path, not_streaming, {}, id=f"{route}-stream-false")
-    for route, scenario in UNSUPPORTED:
+    for route, scenario in sorted(UNSUPPORTED | UNSUPPORTED_WITH_TOOLS):  # one order per worker
         path, body = request_for(route, DEFAULT_MODELS[route], tools=True)
         headers = {SCENARIO_HEADER: scenario}
         yield pytest.param(path, json.dumps(body).encode(), headers, id=f"{route}-{scenario}")
@@ -373,6 +382,47 @@ def test_both_truncation_framings_end_without_the_terminal(route: str, framing: 
     assert not reply.body.endswith(b"\n\n")  # cut inside an event
     report = _classify(route, reply.body)
     assert (report.outcome, report.terminal_seen) == ("truncated", False)
+
+
+def _clean_endings() -> Iterator[Any]:
+    for route in DEFAULT_MODELS:
+        for scenario, tools in (("clean_cut", False), ("clean_cut", True), ("no_terminal", False)):
+            pair = (route, scenario)
+            if pair in UNSUPPORTED or (tools and pair in UNSUPPORTED_WITH_TOOLS):
+                continue
+            name = f"{route}-{scenario}" + ("-tools" if tools else "")
+            yield pytest.param(route, scenario, tools, id=name)
+
+
+@pytest.mark.parametrize(("route", "scenario", "tools"), list(_clean_endings()))
+def test_clean_endings_end_a_well_formed_chunked_body(
+    provider: FakeProvider, route: str, scenario: str, tools: bool
+) -> None:
+    # Unlike truncated, never close-delimited and never cut inside an event: every job's body is
+    # chunked, ends with its last chunk, at an event boundary.
+    for job in range(1, 9):
+        reply = _exchange(provider.port, _stream_request(route, scenario, tools=tools, job=job))
+        assert (reply.status, reply.framing, reply.last_chunk) == (200, "chunked", True), job
+        assert reply.body.endswith(b"\n\n"), job
+        report = _classify(route, reply.body)
+        assert (report.outcome, report.terminal_seen) == (EXPECTED_OUTCOME[scenario], False)
+        assert (report.pending_line_chars, report.discarded_event) == (0, False)
+        # with tools, the cut falls inside the call's arguments: the call is left open
+        cut_call = scenario == "clean_cut" and tools
+        assert (report.tool_call_count, report.open_accumulator_count) == (
+            int(cut_call),
+            int(cut_call),
+        )
+    # A client library reads the same body to its end without an error.
+    path, body = request_for(route, DEFAULT_MODELS[route], tools=tools)
+    headers = {SCENARIO_HEADER: scenario, JOB_HEADER: "8"}
+    with (
+        httpx.Client(timeout=MAX_WAIT) as client,
+        client.stream("POST", provider.base_url + path, json=body, headers=headers) as response,
+    ):
+        assert response.status_code == 200
+        read = b"".join(response.iter_bytes())
+    assert read == reply.body
 
 
 def test_stopping_ends_a_stalled_stream_in_flight() -> None:
@@ -459,6 +509,41 @@ def test_script_events_classify_as_expected(route: str, scenario: str, words: in
     assert report.response_model == "model-x"
 
 
+def _sent_arguments(route: str, events: list[bytes]) -> str:
+    """The argument text a tool call's deltas add up to, in ``route``'s events."""
+    text = ""
+    for event in events:
+        data = json.loads(event.decode().partition("data: ")[2])
+        if route == "openai.chat_completions":
+            for choice in data["choices"]:
+                for call in choice["delta"].get("tool_calls") or ():
+                    text += call["function"]["arguments"]
+        elif data["type"] == "response.function_call_arguments.delta":
+            text += data["delta"]
+        elif data["type"] == "content_block_delta" and data["delta"]["type"] == "input_json_delta":
+            text += data["delta"]["partial_json"]
+    return text
+
+
+@pytest.mark.parametrize("words", [8, len(ANSWER)])
+@pytest.mark.parametrize(
+    "route",
+    [route for route in DEFAULT_MODELS if (route, "clean_cut") not in UNSUPPORTED_WITH_TOOLS],
+)
+def test_clean_cut_offered_tools_ends_inside_the_arguments(route: str, words: int) -> None:
+    events = script_events(route, Turn("model-x", "clean_cut", words, "req_demo_5", tools=True))
+    report = _classify(route, b"".join(events))
+    assert (report.outcome, report.stop_reason) == ("truncated", None)
+    # one call, still open: it was never closed, so never judged valid or invalid
+    assert (report.tool_call_count, report.open_accumulator_count) == (1, 1)
+    assert report.tool_call_invalid_count == 0
+    # some of its argument deltas came, the rest never did
+    assert _sent_arguments(route, events) == CUT_ARGUMENTS
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(CUT_ARGUMENTS)
+    assert _sent_arguments(route, events[-1:]), "the body does not end on an argument delta"
+
+
 # -- realism: the real SDKs parse what the provider sends ----------------------------------------
 
 
@@ -469,8 +554,16 @@ def _assert_answer(text: str) -> None:
     assert text == " ".join(ANSWER[: len(words)]) + " "
 
 
-def _sdk_request(route: str, scenario: str) -> dict[str, Any]:
-    _, body = request_for(route, DEFAULT_MODELS[route], tools=scenario == "tool_call")
+def _assert_half_answer(text: str) -> None:
+    """``text`` is the first half of a ``clean_cut`` answer's words (4 to half of them)."""
+    words = text.split(" ")[:-1]
+    assert 4 <= len(words) <= len(ANSWER) // 2, text
+    assert text == " ".join(ANSWER[: len(words)]) + " "
+
+
+def _sdk_request(route: str, scenario: str, tools: bool | None = None) -> dict[str, Any]:
+    offered = scenario == "tool_call" if tools is None else tools
+    _, body = request_for(route, DEFAULT_MODELS[route], tools=offered)
     return {**body, "extra_headers": {SCENARIO_HEADER: scenario}}
 
 
@@ -543,3 +636,105 @@ def test_anthropic_stream_helper_builds_the_final_message(
         assert tool.type == "tool_use"
         assert (tool.name, tool.input) == ("get_weather", TOOL_ARGUMENTS)
         assert message.stop_reason == "tool_use"
+
+
+# -- the clean endings, as the SDKs report them today ---------------------------------------------
+# Nothing at the byte level is wrong, so no SDK raises: the application is handed half an answer
+# (or a call built from half its arguments) or a whole answer whose end marker never came, as if
+# it were a success. Only otelsse says truncated or terminal_missing.
+
+CLEAN_ENDINGS = [
+    pytest.param("clean_cut", False, id="clean_cut"),
+    pytest.param("clean_cut", True, id="clean_cut-tools"),
+    pytest.param("no_terminal", False, id="no_terminal"),
+]
+
+
+@pytest.mark.parametrize(("scenario", "tools"), CLEAN_ENDINGS)
+def test_openai_sdk_reads_a_clean_ending_of_chat_without_raising(
+    provider: FakeProvider, scenario: str, tools: bool
+) -> None:
+    route = "openai.chat_completions"
+    with (
+        openai.OpenAI(base_url=f"{provider.base_url}/v1", api_key="demo", max_retries=0) as client,
+        client.chat.completions.create(**_sdk_request(route, scenario, tools)) as stream,
+    ):
+        chunks = list(stream)  # to the end of the body: nothing raised
+    deltas = [chunk.choices[0].delta for chunk in chunks if chunk.choices]
+    finish = [chunk.choices[0].finish_reason for chunk in chunks if chunk.choices]
+    text = "".join(delta.content or "" for delta in deltas)
+    calls = [call for delta in deltas for call in delta.tool_calls or ()]
+    arguments = "".join(call.function.arguments or "" for call in calls if call.function)
+    if scenario == "no_terminal":
+        _assert_answer(text)
+        assert (finish[-1], calls) == ("stop", [])
+        assert chunks[-1].usage is not None
+        return
+    assert set(finish) == {None}  # no finish_reason, no usage: the stream just ended
+    assert chunks[-1].usage is None
+    if tools:
+        assert calls[0].function is not None
+        assert calls[0].function.name == "get_weather"
+        assert arguments == CUT_ARGUMENTS
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(arguments)
+    else:
+        _assert_half_answer(text)
+        assert calls == []
+
+
+@pytest.mark.parametrize("tools", [False, True], ids=["clean_cut", "clean_cut-tools"])
+def test_openai_sdk_reads_a_clean_cut_of_responses_without_raising(
+    provider: FakeProvider, tools: bool
+) -> None:
+    route = "openai.responses"
+    with (
+        openai.OpenAI(base_url=f"{provider.base_url}/v1", api_key="demo", max_retries=0) as client,
+        client.responses.create(**_sdk_request(route, "clean_cut", tools)) as stream,
+    ):
+        events = list(stream)  # to the end of the body: nothing raised
+    kinds = {event.type for event in events}
+    assert not kinds & {"response.completed", "response.incomplete", "response.failed", "error"}
+    if tools:
+        arguments = "".join(
+            e.delta for e in events if e.type == "response.function_call_arguments.delta"
+        )
+        assert arguments == CUT_ARGUMENTS
+        assert events[-1].type == "response.function_call_arguments.delta"
+    else:
+        _assert_half_answer(
+            "".join(e.delta for e in events if e.type == "response.output_text.delta")
+        )
+        assert events[-1].type == "response.output_text.delta"
+
+
+@pytest.mark.parametrize(("scenario", "tools"), CLEAN_ENDINGS)
+def test_anthropic_stream_helper_reads_a_clean_ending_without_raising(
+    provider: FakeProvider, scenario: str, tools: bool
+) -> None:
+    route = "anthropic.messages"
+    request = _sdk_request(route, scenario, tools)
+    del request["stream"]  # the helper streams by itself
+    with (
+        anthropic.Anthropic(base_url=provider.base_url, api_key="demo", max_retries=0) as client,
+        client.messages.stream(**request) as stream,
+    ):
+        message = stream.get_final_message()  # to the end of the body: nothing raised
+    assert message.model == DEFAULT_MODELS[route]
+    text, *blocks = message.content
+    assert text.type == "text"
+    if scenario == "no_terminal":
+        _assert_answer(text.text)
+        assert (blocks, message.stop_reason) == ([], "end_turn")
+        return
+    assert message.stop_reason is None
+    if tools:
+        _assert_answer(text.text)
+        [tool] = blocks
+        assert tool.type == "tool_use"
+        # A call built from half its arguments: the SDK's partial-JSON parse of the deltas
+        # that came, schema-valid (the unit is optional) and missing what the model said.
+        assert (tool.name, tool.input) == ("get_weather", {"city": "Paris"})
+    else:
+        _assert_half_answer(text.text)
+        assert blocks == []
