@@ -28,6 +28,7 @@ import otelsse
 SCENARIOS = (
     "complete", "tool_call", "tool_call_invalid", "incomplete", "truncated", "provider_error",
     "timeout", "rate_limited", "overloaded", "unauthorized", "bad_gateway", "gzip", "endless_line",
+    "clean_cut", "no_terminal",
 )  # fmt: skip
 #: The clients' read timeout: shorter than the fake provider's 6 s stall on ``timeout``.
 TIMEOUT = 2.0

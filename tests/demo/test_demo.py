@@ -49,7 +49,6 @@ from otelsse._clients import CLIENT_MODULES, get_client
 from otelsse._demo.provider import (
     DEFAULT_MODELS,
     EXPECTED_OUTCOME,
-    SCENARIOS,
     UNSUPPORTED,
     request_for,
 )
@@ -80,7 +79,9 @@ def _jobs(seed: int, count: int) -> list[Job]:
 
 
 def _first_seed_dealing_every_scenario(count: int) -> int:
-    return next(s for s in range(1000) if {j.scenario for j in _jobs(s, count)} == set(SCENARIOS))
+    return next(
+        s for s in range(1000) if {j.scenario for j in _jobs(s, count)} == set(SCENARIO_DECK)
+    )
 
 
 # -- the plan ------------------------------------------------------------------------------------
