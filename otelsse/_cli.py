@@ -781,6 +781,16 @@ def _parser() -> _Parser:
         metavar="SECONDS",
         help="seconds streams get to finish after SIGTERM before they are cancelled (30)",
     )
+    proxy.add_argument(
+        "--strict",
+        metavar="OUTCOMES",
+        nargs="?",
+        const="true",
+        help="end a stream that was cut or is faulty with its route's own error event, which "
+        "the client's SDK raises, never as a success. OUTCOMES, comma-separated: those to "
+        "refuse (default: truncated, buffer_limit, decode_error, payload_error, protocol_error; "
+        "'default,terminal_missing' adds one). An upstream's strict in --config wins (off)",
+    )
     parser.commands = commands.choices
     return parser
 

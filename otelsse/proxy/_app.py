@@ -14,6 +14,16 @@ read. How the stream ended is passed on: an upstream cut aborts the client's con
 clean end of chunks); a client that leaves, at any moment, cancels the upstream request and
 closes its connection (``cancelled``).
 
+Strict mode (``--strict``, or ``strict`` per upstream in the config file) is the one exception:
+a stream whose verdict it refuses (a cut before the route's terminal event, a clean end without
+it, a fault found mid-stream) ends with the route's own error event
+(``Route.strict_error_event``) and a clean end of the body, so that the client's SDK raises its
+usual error in its own loop; never with an invented success. The client gets whole events only
+(``_WholeEvents``), so the error event never lands inside a half-sent one; and the proxy asks the
+upstream for an uncoded body (``accept-encoding: identity``), to which an event can be added.
+What it cannot end so (a body the upstream coded all the same, a route with no error event) it
+cuts. A stream it accepts is relayed byte for byte as without strict mode.
+
 What the proxy will not pass on it refuses with its own short JSON error, saying why: a path
 some server would read as a dot segment, a method a reverse proxy does not forward, an upstream
 answer HTTP does not let it relay.
@@ -23,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import json
 import logging
@@ -44,8 +55,9 @@ from yarl import URL
 
 from .. import semconv
 from .._clients import RequestScan, error_chain, get_client
-from .._monitor import Limits
+from .._monitor import Limits, Outcome, StreamReport
 from .._observe import Settings, StreamObserver, Watch
+from .._reader import StreamFault
 from .._telemetry import Telemetry
 from ..routes import register_host
 from ._config import ProxyConfig, Upstream
@@ -142,6 +154,14 @@ class ProxyApp:
         self.config = config
         telemetry = Telemetry(tracer_provider, meter_provider)
         self.settings = Settings(telemetry, Limits() if limits is None else limits)
+        # Each upstream's, strict mode its own (a cut the client library raised for is refused
+        # too: the proxy answers it in the route's protocol).
+        self._settings = {
+            upstream.name: dataclasses.replace(
+                self.settings, strict=config.strict_for(upstream), strict_cuts=True
+            )
+            for upstream in config.upstreams
+        }
         self.tracer = telemetry.tracer
         self.client = get_client("aiohttp")  # the observer reads aiohttp's errors through it
         self._session: aiohttp.ClientSession | None = None
@@ -152,6 +172,10 @@ class ProxyApp:
         for upstream in config.upstreams:
             if upstream.host_profile is not None:
                 register_host(upstream.base.host or "", upstream.host_profile)
+
+    def settings_for(self, upstream: Upstream) -> Settings:
+        """How ``upstream``'s streams are observed: strict mode is per upstream."""
+        return self._settings.get(upstream.name, self.settings)
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -268,6 +292,7 @@ class _Exchange:
     ) -> None:
         self._app = app
         self._upstream = upstream
+        self._settings = app.settings_for(upstream)
         self._scope = scope
         self._receive = receive
         self._send = send
@@ -393,7 +418,7 @@ class _Exchange:
         else:
             self._body_done.set()
         accept = _header(self._headers, b"accept")
-        self._watch = app.settings.begin(
+        self._watch = self._settings.begin(
             lambda settings: settings.watch(
                 app.client,
                 self._method,
@@ -463,11 +488,16 @@ class _Exchange:
     async def _request(self, url: URL, first: Message | None) -> aiohttp.ClientResponse:
         """The upstream's answer, once it is one the proxy may relay (else ``_Unrelayable``)."""
         dropped = HOP_BY_HOP | _connection_tokens(self._headers)
+        if self._settings.strict:
+            # An event can be added to an uncoded body only: ask for one (RFC 9110 §12.5.3).
+            dropped |= {b"accept-encoding"}
         headers = [
             (name.decode("latin-1"), value.decode("latin-1"))
             for name, value in self._headers
             if name not in dropped and name not in _SET_BY_PROXY
         ]
+        if self._settings.strict:
+            headers.append(("Accept-Encoding", "identity"))
         sent = {name.lower() for name, _ in headers}
         session = self._app.session
         response = await session.request(
@@ -516,6 +546,14 @@ class _Exchange:
             observer = watch.response(response.status, response.headers, body_decoded=False)
         self._observer = observer
         dropped = HOP_BY_HOP | _connection_tokens(response.raw_headers)
+        strict = self._settings.strict if observer is not None else frozenset()
+        whole: _WholeEvents | None = None
+        if strict:
+            # A body strict mode may end with an event of its own, or cut, goes to the client
+            # chunked: a Content-Length would say it had ended whole, or forbid the event.
+            dropped |= {b"content-length"}
+            if response.headers.get("content-encoding", "identity").lower() == "identity":
+                whole = _WholeEvents(self._settings.limits.max_event_bytes)
         head = [(k, v) for k, v in response.raw_headers if k.lower() not in dropped]
         self._span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, response.status)
         if response.status >= 500:
@@ -524,6 +562,7 @@ class _Exchange:
         # From now on the client leaving closes the response (no await since the request was
         # answered, so it cannot have left unheard in between).
         self._response = response
+        refused: StreamReport | None = None
         try:
             await send({"type": "http.response.start", "status": response.status, "headers": head})
             self._head_sent = True
@@ -531,23 +570,77 @@ class _Exchange:
                 if self._client_gone:
                     break
                 if observer is not None:
-                    observer.feed(chunk)
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    try:
+                        observer.feed(chunk)
+                    except StreamFault as fault:  # strict mode: a refused fault in this read
+                        refused = fault.report or observer.report
+                        if fault.code == Outcome.PROVIDER_ERROR.value and whole is not None:
+                            # The provider's own error event: relayed, the refusal after it.
+                            await self._send_body(whole.take(chunk))
+                        break
+                if whole is not None:
+                    chunk = whole.take(chunk)
+                    if whole.overflowed:
+                        whole = None  # an event past every ceiling: relayed as it comes
+                await self._send_body(chunk)
         except Exception as exc:
             if not self._client_gone:
                 if observer is not None:
                     observer.fail(exc)
+                    refused = _refused_cut(observer.report, strict)
                 self._failed("upstream_cut")
                 _LOG.warning(
                     "upstream %s: the body broke off (%s)", self._upstream.name, type(exc).__name__
                 )
-                raise UpstreamCut from exc
+                if refused is None:  # passed on as a cut, every byte before it relayed
+                    if whole is not None:
+                        await self._send_body(whole.flush())
+                    raise UpstreamCut from exc
+                await self._strict_end(refused, whole, cut=exc)
+                return
         if self._client_gone:
             self._client_left()
             return
-        if observer is not None:
-            observer.finish()
+        if observer is not None and refused is None:
+            try:
+                observer.finish()
+            except StreamFault as fault:  # strict mode: a clean end it refuses
+                refused = fault.report or observer.report
+        if refused is not None:
+            self._failed(refused.outcome.value)
+            await self._strict_end(refused, whole)
+            return
+        if whole is not None:
+            await self._send_body(whole.flush())
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _send_body(self, body: bytes) -> None:
+        if body:
+            await self._send({"type": "http.response.body", "body": body, "more_body": True})
+
+    async def _strict_end(
+        self,
+        report: StreamReport,
+        whole: _WholeEvents | None,
+        *,
+        cut: BaseException | None = None,
+    ) -> None:
+        """End a stream strict mode refused, in its route's own protocol: its error event after
+        the whole events relayed, then a clean end. Where it cannot (the body is coded, the
+        route has no error event), the client's connection is cut (``UpstreamCut``)."""
+        assert self._observer is not None
+        assert self._response is not None
+        self._response.close()  # nothing more of the upstream's answer is relayed
+        outcome = report.outcome.value
+        _LOG.warning(
+            "upstream %s: stream refused by strict mode (%s)", self._upstream.name, outcome
+        )
+        event = self._observer.monitor.route_class.strict_error_event(
+            f"otelsse_strict_{outcome}", f"otelsse strict mode refused the stream: {outcome}"
+        )
+        if whole is None or event is None:
+            raise UpstreamCut from cut
+        await self._send({"type": "http.response.body", "body": event, "more_body": False})
 
     async def _await_disconnect(self) -> None:
         """The client leaving, at any moment: then the upstream request is cancelled, or its
@@ -564,6 +657,62 @@ class _Exchange:
             self._awaiting_answer.cancel()  # aiohttp closes the upstream connection
         if self._response is not None:
             self._response.close()
+
+
+class _WholeEvents:
+    """The body in whole events, for strict mode: ``take(chunk)`` returns what may go to the
+    client now, every event that has ended, and holds the event still under way. What a client
+    has is then always a run of whole events, which an error event can follow.
+
+    An event ends at a blank line: a line end (CRLF, LF or CR) right after another (WHATWG,
+    "Event stream interpretation": https://html.spec.whatwg.org/multipage/
+    server-sent-events.html#event-stream-interpretation), so a read is searched for its last
+    ``LF LF``, ``CR CR`` or ``LF CR``, the last byte before it included (a CRLF is one line
+    end). Holding more than ``limit`` bytes (the monitor's event ceiling: past it, parsing has
+    stopped) sets ``overflowed`` and hands everything on.
+    """
+
+    __slots__ = ("_held", "_last", "_limit", "_size", "overflowed")
+
+    def __init__(self, limit: int) -> None:
+        self._held: list[bytes] = []
+        self._size = 0
+        self._last = b""  # the last byte received, where a blank line may start
+        self._limit = limit
+        self.overflowed = False
+
+    def take(self, chunk: bytes) -> bytes:
+        if not chunk:
+            return b""
+        seen = self._last + chunk
+        self._last = chunk[-1:]
+        end = max(seen.rfind(pair) for pair in (b"\n\n", b"\r\r", b"\n\r")) + 2
+        if end < 2:
+            self._held.append(chunk)
+            self._size += len(chunk)
+            if self._size > self._limit:
+                self.overflowed = True
+                return self.flush()
+            return b""
+        cut = end - (len(seen) - len(chunk))
+        ready = b"".join((*self._held, chunk[:cut]))
+        rest = chunk[cut:]
+        self._held = [rest] if rest else []
+        self._size = len(rest)
+        return ready
+
+    def flush(self) -> bytes:
+        """Everything held: the stream is relayed as it came after all."""
+        held, self._held, self._size = b"".join(self._held), [], 0
+        return held
+
+
+def _refused_cut(report: StreamReport | None, strict: frozenset[Outcome]) -> StreamReport | None:
+    """The report of a stream whose body broke off, when strict mode refuses its verdict: the
+    observer's rule for a cut the client library raised for (``Settings.strict_cuts``)."""
+    if report is not None and report.outcome in strict and report.error in (None, "transport"):
+        return report
+    return None
 
 
 def _uncancel() -> None:

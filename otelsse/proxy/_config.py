@@ -4,7 +4,8 @@ where its telemetry goes, from the OpenTelemetry SDK's environment variables.
 Every check is made here, before anything listens, and fails with one line naming the setting:
 an upstream the proxy could be talked into misusing (a base URL with credentials, a query, or a
 name that shadows the proxy's own paths) is refused at start, not at the first request; so is
-an exporter, protocol or endpoint the proxy cannot export with.
+an exporter, protocol or endpoint the proxy cannot export with; so is a strict-mode outcome
+strict mode cannot refuse.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 
 from yarl import URL
 
+from .._monitor import Outcome
+from .._observe import strict_outcomes
 from ..routes import get_route
 
 if sys.version_info >= (3, 11):
@@ -52,11 +55,15 @@ class Upstream:
 
     ``host_profile`` (``"openai.chat_completions:no_done"``) reads this upstream's streams with a
     host profile, for a gateway that bends its provider's contract on purpose.
+
+    ``strict``: the outcomes strict mode refuses on this upstream's streams (empty: off); None
+    takes the proxy's (``ProxyConfig.strict``).
     """
 
     name: str
     url: str
     host_profile: str | None = None
+    strict: frozenset[Outcome] | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.name) or self.name in RESERVED_NAMES:
@@ -127,6 +134,9 @@ class ProxyConfig:
     #: Bind ``listen`` with SO_REUSEPORT: several proxy processes share the port and the kernel
     #: spreads connections among them (one process per core).
     reuse_port: bool = False
+    #: The outcomes strict mode refuses on every upstream that sets none of its own (empty:
+    #: off): such a stream ends with its route's own error event (docs/operators/proxy.md).
+    strict: frozenset[Outcome] = frozenset()
 
     def __post_init__(self) -> None:
         if not self.upstreams:
@@ -142,6 +152,27 @@ class ProxyConfig:
 
     def upstream(self, name: str) -> Upstream | None:
         return next((upstream for upstream in self.upstreams if upstream.name == name), None)
+
+    def strict_for(self, upstream: Upstream) -> frozenset[Outcome]:
+        """The outcomes strict mode refuses on ``upstream``'s streams (empty: off)."""
+        return self.strict if upstream.strict is None else upstream.strict
+
+
+def parse_strict(value: object, setting: str) -> frozenset[Outcome]:
+    """A strict setting: ``true`` (the default outcomes), ``false``, outcome names as a list or
+    one comma-separated string (``"default,terminal_missing"``), as ``otelsse.strict`` takes.
+
+    Raises ConfigError naming the setting for anything else.
+    """
+    if not (
+        isinstance(value, (bool, str))
+        or (isinstance(value, list) and all(isinstance(name, str) for name in value))
+    ):
+        raise ConfigError(f"{setting} must be true, false or outcome names, not {value!r}")
+    try:
+        return strict_outcomes(value)
+    except ValueError as exc:
+        raise ConfigError(f"{setting}: {exc}") from None
 
 
 def parse_address(text: str, setting: str) -> tuple[str, int]:
@@ -220,7 +251,7 @@ def parse_upstream(text: str) -> Upstream:
     return Upstream(name.strip(), url.strip())
 
 
-_FILE_SETTINGS = {"listen", "metrics_listen", "reuse_port", "upstreams", *NUMBERS}
+_FILE_SETTINGS = {"listen", "metrics_listen", "reuse_port", "strict", "upstreams", *NUMBERS}
 
 
 def load_config(path: str | None, overrides: Mapping[str, Any]) -> ProxyConfig:
@@ -255,6 +286,8 @@ def load_config(path: str | None, overrides: Mapping[str, Any]) -> ProxyConfig:
             settings[key] = parse_address(settings[key], key)
     if "reuse_port" in settings and type(settings["reuse_port"]) is not bool:
         raise ConfigError("reuse_port must be true or false")
+    if "strict" in settings:
+        settings["strict"] = parse_strict(settings["strict"], "strict")
     for key in NUMBERS:
         if key in settings:
             settings[key] = number(key, settings[key])
@@ -262,17 +295,19 @@ def load_config(path: str | None, overrides: Mapping[str, Any]) -> ProxyConfig:
 
 
 def _file_upstreams(table: object) -> list[Upstream]:
-    """``[upstreams.NAME]`` tables: ``url`` and, optionally, ``host_profile``."""
+    """``[upstreams.NAME]`` tables: ``url`` and, optionally, ``host_profile`` and ``strict``."""
     if not isinstance(table, dict):
         raise ConfigError("upstreams must be a table: [upstreams.NAME] with url = ...")
     found = []
     for name, fields in table.items():
         if not isinstance(fields, dict) or not isinstance(fields.get("url"), str):
             raise ConfigError(f'upstreams.{name}: needs url = "https://..."')
-        unknown = sorted(set(fields) - {"url", "host_profile"})
+        unknown = sorted(set(fields) - {"url", "host_profile", "strict"})
         if unknown:
             raise ConfigError(f"upstreams.{name}: unknown setting {unknown[0]!r}")
-        found.append(Upstream(name, fields["url"], fields.get("host_profile")))
+        strict = fields.get("strict")
+        outcomes = None if strict is None else parse_strict(strict, f"upstreams.{name}.strict")
+        found.append(Upstream(name, fields["url"], fields.get("host_profile"), outcomes))
     return found
 
 

@@ -43,6 +43,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from .._monitor import Outcome
+from .._observe import strict_outcomes
 from ._app import ProxyApp, UpstreamCut, refusal
 from ._config import ConfigError, Export, Exports, ProxyConfig, load_exports
 
@@ -478,12 +480,25 @@ def serve(config: ProxyConfig, announce: Callable[[str], None] | None = None) ->
 def start_line(config: ProxyConfig, address: tuple[str, int], exports: Exports) -> str:
     """One line saying where the proxy listens (``address``), the upstreams it forwards to,
     where ``/metrics`` is served, and where each signal is exported."""
-    upstreams = ", ".join(f"{upstream.name} → {upstream.base}" for upstream in config.upstreams)
+    upstreams = ", ".join(
+        f"{upstream.name} → {upstream.base}{_strict_note(config.strict_for(upstream))}"
+        for upstream in config.upstreams
+    )
     scrape = "off" if config.metrics_listen is None else _http(*config.metrics_listen) + "/metrics"
     return (
         f"listening on {_http(*address)}; upstreams: {upstreams}; /metrics: {scrape}; "
         f"traces: {exports.traces}; metrics: {exports.metrics}"
     )
+
+
+def _strict_note(strict: frozenset[Outcome]) -> str:
+    """`` (strict)`` after an upstream strict mode is on for, naming its outcomes unless they
+    are the default ones."""
+    if not strict:
+        return ""
+    if strict == strict_outcomes(True):
+        return " (strict)"
+    return f" (strict: {', '.join(sorted(outcome.value for outcome in strict))})"
 
 
 def _http(host: str, port: int) -> str:

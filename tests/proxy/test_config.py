@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 import otelsse.proxy
-from otelsse._cli import main
+from otelsse import STRICT_DEFAULT
+from otelsse._cli import _parse, main
+from otelsse._monitor import Outcome
 from otelsse.proxy import ConfigError, ProxyApp, ProxyConfig, Upstream, load_config
 from otelsse.proxy._config import load_exports, parse_upstream
 from otelsse.proxy._server import start_line
@@ -208,3 +210,103 @@ def test_the_start_lines_the_docs_quote_are_the_proxys(
     config = proxy_config(["otelsse", "proxy", *argv], Path)
     line = "otelsse proxy: " + start_line(config, config.listen, load_exports(environ))
     assert f"```text\n{line}\n```" in DOCS.read_text(encoding="utf-8")
+
+
+# -- strict mode: proxy-wide (--strict, the file's strict) and per upstream --------------------
+
+
+def _names(outcomes: frozenset[Outcome]) -> set[str]:
+    return {outcome.value for outcome in outcomes}
+
+
+def test_strict_is_off_unless_asked(tmp_path: Path) -> None:
+    config = from_file(tmp_path, UPSTREAM)
+    assert isinstance(config, ProxyConfig)
+    assert config.strict == frozenset()
+    assert config.strict_for(config.upstreams[0]) == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("value", "outcomes"),
+    [
+        ("true", STRICT_DEFAULT),
+        ('"default,terminal_missing"', STRICT_DEFAULT | {"terminal_missing"}),
+        ('["truncated", "incomplete"]', {"truncated", "incomplete"}),
+        ("false", set()),
+        ("[]", set()),
+    ],
+)
+def test_strict_from_the_file_for_every_upstream_and_per_upstream(
+    tmp_path: Path, value: str, outcomes: set[str]
+) -> None:
+    text = f"strict = {value}\n{UPSTREAM}[upstreams.own]\nurl = 'http://127.0.0.1:1'\n"
+    config = from_file(tmp_path, text + "strict = ['provider_error']\n")
+    assert isinstance(config, ProxyConfig)
+    openai, own = config.upstreams
+    assert _names(config.strict_for(openai)) == outcomes
+    assert _names(config.strict_for(own)) == {"provider_error"}  # an upstream's own wins
+    off = from_file(tmp_path, text + "strict = false\n")
+    assert isinstance(off, ProxyConfig)
+    assert off.strict_for(off.upstreams[1]) == frozenset()
+
+
+def test_the_strict_flag_sets_what_upstreams_without_their_own_get(tmp_path: Path) -> None:
+    text = (
+        f"strict = false\n{UPSTREAM}[upstreams.own]\nurl = 'http://127.0.0.1:1'\nstrict = false\n"
+    )
+    config = from_file(tmp_path, text, strict="true")
+    assert isinstance(config, ProxyConfig)
+    openai, own = config.upstreams
+    assert _names(config.strict_for(openai)) == STRICT_DEFAULT
+    assert config.strict_for(own) == frozenset()
+    # as the command line gives it: --strict alone, or with outcomes
+    upstream = ["--upstream", "a=http://127.0.0.1:1"]
+    assert _parse(["proxy", *upstream, "--strict"]).strict == "true"
+    given = _parse(["proxy", "--strict=default,terminal_missing", *upstream]).strict
+    flagged = load_config(None, {"strict": given, "upstreams": [parse_upstream(upstream[1])]})
+    assert _names(flagged.strict) == STRICT_DEFAULT | {"terminal_missing"}
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("strict = 1\n" + UPSTREAM, "strict must be true, false or outcome names, not 1"),
+        ('strict = "complete"\n' + UPSTREAM, "strict: strict mode cannot refuse 'complete'"),
+        (UPSTREAM + "strict = ['cancelled']", "upstreams.openai.strict: strict mode cannot"),
+        (UPSTREAM + "strict = [1]", "upstreams.openai.strict must be true, false or outcome"),
+    ],
+)
+def test_a_strict_setting_it_cannot_take(tmp_path: Path, text: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        from_file(tmp_path, text)
+
+
+def test_the_start_line_says_which_upstreams_are_strict() -> None:
+    config = ProxyConfig(
+        upstreams=(
+            Upstream("a", "http://127.0.0.1:1"),
+            Upstream("b", "http://127.0.0.1:2", strict=frozenset()),
+            Upstream("c", "http://127.0.0.1:3", strict=frozenset({Outcome.TERMINAL_MISSING})),
+        ),
+        strict=frozenset(Outcome(name) for name in STRICT_DEFAULT),
+    )
+    line = start_line(config, config.listen, load_exports({}))
+    assert (
+        "upstreams: a → http://127.0.0.1:1 (strict), b → http://127.0.0.1:2, "
+        "c → http://127.0.0.1:3 (strict: terminal_missing);"
+    ) in line
+
+
+def test_the_files_the_docs_show_are_taken(tmp_path: Path) -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    blocks = text.split("```toml\n")[1:]
+    assert len(blocks) == 2
+    strict, settings = (from_file(tmp_path, block.partition("```")[0]) for block in blocks)
+    assert isinstance(strict, ProxyConfig)
+    assert _names(strict.strict) == STRICT_DEFAULT
+    assert _names(strict.strict_for(strict.upstreams[0])) == {"truncated", "terminal_missing"}
+    assert isinstance(settings, ProxyConfig)
+    assert settings.strict == frozenset()
+    openai, gateway = settings.upstreams
+    assert _names(settings.strict_for(openai)) == STRICT_DEFAULT
+    assert settings.strict_for(gateway) == frozenset()
