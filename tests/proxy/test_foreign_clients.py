@@ -378,14 +378,14 @@ def _assert_sdk_saw(seen: Seen, route: str, scenario: str, framing: str | None) 
             assert seen.error is not None, seen
         return
     assert seen.error is None, seen
-    if scenario in ("endless_line", "truncated"):
+    if scenario in ("endless_line", "truncated", "clean_cut"):
         assert seen.finish is None, seen  # ended early, and nothing told the application
     elif scenario == "incomplete":
         assert seen.finish in ("length", "incomplete", "max_tokens"), seen
     elif scenario.startswith("tool_call"):
         assert seen.finish in ("tool_calls", "completed", "tool_use"), seen
         assert seen.tool_arguments.startswith('{"city": "Paris"'), seen
-    else:  # complete, gzip
+    else:  # complete, gzip, no_terminal (a whole answer; only its end marker is missing)
         assert seen.finish in ("stop", "completed", "end_turn"), seen
         assert seen.text.startswith("Server-Sent Events end when the provider says so"), seen
 
