@@ -1,6 +1,11 @@
-// One streaming request through the official OpenAI Node SDK, for tests/proxy/test_foreign_clients.py.
+// One streaming request through the official OpenAI Node SDK, for tests/proxy/test_foreign_clients.py
+// and tests/proxy/test_strict.py.
 //
 //   node client.mjs --base-url URL --route chat|responses --scenario NAME --job N --timeout SECONDS
+//                   [--tools]
+//
+// The request offers the provider's tool when the scenario is a tool_call one, or with --tools
+// (a clean_cut then cuts a tool call's arguments).
 //
 // URL is what the SDK's baseURL gets ("http://127.0.0.1:PORT/v1", or the proxy's
 // ".../fake/v1"). Prints one JSON line: what the application saw. Exits 0 whenever it printed,
@@ -20,6 +25,7 @@ const { values: args } = parseArgs({
     scenario: { type: "string" },
     job: { type: "string" },
     timeout: { type: "string" },
+    tools: { type: "boolean", default: false },
   },
   strict: true,
 });
@@ -78,7 +84,7 @@ const headers = {
   "x-otelsse-demo-scenario": args.scenario,
   "x-otelsse-demo-job": args.job,
 };
-const tools = args.scenario.startsWith("tool_call");
+const tools = args.tools || args.scenario.startsWith("tool_call");
 const weather = {
   name: "get_weather",
   description: "Current weather for a city.",
@@ -146,6 +152,8 @@ try {
   seen.error = {
     name: error?.constructor?.name ?? typeof error,
     status: error?.status ?? null,
+    code: error?.code ?? null, // an APIError's, from the error object
+    type: error?.type ?? null,
     message: String(error?.message ?? error),
     cause: error?.cause ? String(error.cause.message ?? error.cause) : null,
   };
