@@ -9,7 +9,8 @@ One proxy in front of the fake provider serves three upstreams, all the provider
 
 Every scenario the issue names (a cut, mid-event or clean, of text or inside a tool call's
 arguments; a whole answer without its end marker; invalid tool arguments; a provider's error),
-and the complete ones, is sent by each client with the same job number (the provider then draws
+a fault found mid-stream (a line past the ceiling: curl only, the Node SDK would take minutes
+over its 9 MiB), and the complete ones, is sent by each client with the same job number (the provider then draws
 the same answer) straight to the provider, through ``off`` and through a strict upstream:
 
 - through ``off``, the client sees what it sees straight from the provider: the same body, byte
@@ -21,6 +22,9 @@ the same answer) straight to the provider, through ``off`` and through a strict 
   accepts is relayed byte for byte: the same as through ``off``.
 
 The proxy's stream span says the outcome and, for a refused stream, ``otelsse.strict.raised``.
+
+A route that declares no error event (a user's own, ``tests/routes/cohere_chat.py``) has its
+refused streams cut: the same bytes, then no clean end of the chunks.
 
 Content coding: a strict upstream is asked for an uncoded body (``accept-encoding: identity``);
 one that codes it all the same (the provider's ``gzip`` scenario does) is relayed as it comes
@@ -61,7 +65,9 @@ from otelsse._demo.provider import (
 )
 from otelsse._observe import strict_outcomes
 from otelsse.proxy import ProxyConfig, Upstream
-from otelsse.routes import get_route
+from otelsse.routes import get_route, register_route, unregister_route
+from tests._fixtures import read_fixture
+from tests.routes.cohere_chat import CohereChatRoute
 
 from .conftest import (
     CLIENT_TIMEOUT,
@@ -86,6 +92,7 @@ REFUSED = {
     "truncated": "truncated",
     "tool_call_invalid": "payload_error",
     "no_terminal": "terminal_missing",
+    "endless_line": "buffer_limit",  # a fault mid-stream: the line past the ceiling
 }
 #: Streams strict mode lets through unchanged.
 ACCEPTED = ("complete", "tool_call", "gzip", "provider_error")
@@ -112,6 +119,8 @@ def _cases() -> list[Case]:
             for scenario in (*ACCEPTED, *REFUSED):
                 if (route, scenario) in UNSUPPORTED:
                     continue
+                if scenario == "endless_line" and client == "node":
+                    continue  # 9 MiB in one line: minutes for the SDK's line reader; curl has it
                 if scenario == "truncated":
                     found += [
                         Case(client, route, scenario, framing=f) for f in ("chunked", "close")
@@ -320,6 +329,8 @@ def _check_curl(
         assert relayed.endswith(b"\n\n"), relayed[-300:]
         assert b"[DONE]" not in on.body
         assert on.body.count(b"otelsse strict mode") == (2 if case.route == RESPONSES else 1)
+        if case.scenario == "endless_line":
+            assert len(relayed) < 1024, len(relayed)  # none of the endless line went out
 
 
 def _check_node(provider: FakeProvider, proxy: RunningProxy, case: Case, job: int) -> None:
@@ -348,6 +359,55 @@ def _check_node(provider: FakeProvider, proxy: RunningProxy, case: Case, job: in
         assert on.events == off.events[: len(on.events)], (on, off)
         assert on.finish in (None, off.finish), (on, off)
         assert on.events, on  # what came before the refusal reached the application
+
+
+# -- a route with no error event ------------------------------------------------------------------
+
+
+@pytest.fixture
+def cohere_cut() -> Iterator[RecordingUpstream]:
+    """A route of the user's own (``tests/routes/cohere_chat.py``), which declares no error
+    event, and an upstream whose stream of it ends cleanly before its ``message-end``."""
+    body = read_fixture("real/cohere-v2-chat-tool-call.sse")
+    register_route(CohereChatRoute)
+    upstream = RecordingUpstream(body[: body.index(b"event: tool-call-end")])
+    try:
+        yield upstream
+    finally:
+        upstream.close()
+        unregister_route(CohereChatRoute.name)
+
+
+def test_a_route_without_an_error_event_has_its_refused_streams_cut(
+    cohere_cut: RecordingUpstream,
+) -> None:
+    config = dataclasses.replace(
+        config_for(cohere_cut.base()),
+        upstreams=(
+            Upstream("up", cohere_cut.base(), strict=strict_outcomes(True)),
+            Upstream("plain", cohere_cut.base()),
+        ),
+    )
+    with start_proxy(config) as proxy:
+        responses = {}
+        for upstream in ("plain", "up"):
+            with (
+                httpx.Client(timeout=MAX_WAIT) as client,
+                client.stream("POST", proxy.url(upstream, "/v2/chat"), json={"stream": True}) as r,
+            ):
+                raw = b""
+                try:
+                    for piece in r.iter_raw():
+                        raw += piece
+                    ended = "clean"
+                except httpx.RemoteProtocolError:
+                    ended = "cut"
+            responses[upstream] = (raw, ended)
+        spans = proxy.stream_spans(2)
+    assert responses["plain"][1] == "clean"  # without strict mode: passed on as it ended
+    assert responses["up"] == (responses["plain"][0], "cut")  # the same bytes, then a cut
+    assert {(span.attributes or {})[semconv.ROUTE] for span in spans} == {"cohere.chat"}
+    assert {str((span.attributes or {})[semconv.OUTCOME]) for span in spans} == {"truncated"}
 
 
 # -- content coding --------------------------------------------------------------------------------
