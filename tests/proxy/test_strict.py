@@ -10,8 +10,9 @@ One proxy in front of the fake provider serves three upstreams, all the provider
 Every scenario the issue names (a cut, mid-event or clean, of text or inside a tool call's
 arguments; a whole answer without its end marker; invalid tool arguments; a provider's error),
 a fault found mid-stream (a line past the ceiling: curl only, the Node SDK would take minutes
-over its 9 MiB), and the complete ones, is sent by each client with the same job number (the provider then draws
-the same answer) straight to the provider, through ``off`` and through a strict upstream:
+over its 9 MiB), and the complete ones, is sent by each client with the same job number (the
+provider then draws the same answer) straight to the provider, through ``off`` and through a
+strict upstream:
 
 - through ``off``, the client sees what it sees straight from the provider: the same body, byte
   for byte (curl), the same events, text, finish and error (the SDK);
