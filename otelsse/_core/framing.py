@@ -57,6 +57,7 @@ __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
     "DEFAULT_MAX_LINE_BYTES",
     "SSEParser",
+    "WholeEvents",
     "field_span",
     "line_spans",
 ]
@@ -566,3 +567,51 @@ def field_span(text: str, start: int, end: int) -> tuple[str | None, int]:
     if value < end and text[value] == " ":
         value += 1
     return text[start:colon], value
+
+
+class WholeEvents:
+    """A body in whole events (the proxy's strict mode): ``take(chunk)`` returns what may go on
+    now, every event that has ended, and holds the event still under way. What was handed on is
+    then always a run of whole events, which another event can follow.
+
+    An event ends at a blank line: a line end (CRLF, LF or CR) right after another (WHATWG,
+    "Event stream interpretation": https://html.spec.whatwg.org/multipage/
+    server-sent-events.html#event-stream-interpretation), so a read is searched for its last
+    ``LF LF``, ``CR CR`` or ``LF CR``, the last byte before it included (a CRLF is one line
+    end). Holding more than ``limit`` bytes (the monitor's event ceiling: past it, parsing has
+    stopped) sets ``overflowed`` and hands everything on.
+    """
+
+    __slots__ = ("_held", "_last", "_limit", "_size", "overflowed")
+
+    def __init__(self, limit: int) -> None:
+        self._held: list[bytes] = []
+        self._size = 0
+        self._last = b""  # the last byte received, where a blank line may start
+        self._limit = limit
+        self.overflowed = False
+
+    def take(self, chunk: bytes) -> bytes:
+        if not chunk:
+            return b""
+        seen = self._last + chunk
+        self._last = chunk[-1:]
+        end = max(seen.rfind(pair) for pair in (b"\n\n", b"\r\r", b"\n\r")) + 2
+        if end < 2:
+            self._held.append(chunk)
+            self._size += len(chunk)
+            if self._size > self._limit:
+                self.overflowed = True
+                return self.flush()
+            return b""
+        cut = end - (len(seen) - len(chunk))
+        ready = b"".join((*self._held, chunk[:cut]))
+        rest = chunk[cut:]
+        self._held = [rest] if rest else []
+        self._size = len(rest)
+        return ready
+
+    def flush(self) -> bytes:
+        """Everything held: the stream is relayed as it came after all."""
+        held, self._held, self._size = b"".join(self._held), [], 0
+        return held

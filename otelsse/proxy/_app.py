@@ -19,7 +19,7 @@ a stream whose verdict it refuses (a cut before the route's terminal event, a cl
 it, a fault found mid-stream) ends with the route's own error event
 (``Route.strict_error_event``) and a clean end of the body, so that the client's SDK raises its
 usual error in its own loop; never with an invented success. The client gets whole events only
-(``_WholeEvents``), so the error event never lands inside a half-sent one; and the proxy asks the
+(``WholeEvents``), so the error event never lands inside a half-sent one; and the proxy asks the
 upstream for an uncoded body (``accept-encoding: identity``), to which an event can be added.
 What it cannot end so (a body the upstream coded all the same, a route with no error event) it
 cuts. A stream it accepts is relayed byte for byte as without strict mode.
@@ -55,6 +55,7 @@ from yarl import URL
 
 from .. import semconv
 from .._clients import RequestScan, error_chain, get_client
+from .._core.framing import WholeEvents
 from .._monitor import Limits, Outcome, StreamReport
 from .._observe import Settings, StreamObserver, Watch
 from .._reader import StreamFault
@@ -547,13 +548,13 @@ class _Exchange:
         self._observer = observer
         dropped = HOP_BY_HOP | _connection_tokens(response.raw_headers)
         strict = self._settings.strict if observer is not None else frozenset()
-        whole: _WholeEvents | None = None
+        whole: WholeEvents | None = None
         if strict:
             # A body strict mode may end with an event of its own, or cut, goes to the client
             # chunked: a Content-Length would say it had ended whole, or forbid the event.
             dropped |= {b"content-length"}
             if response.headers.get("content-encoding", "identity").lower() == "identity":
-                whole = _WholeEvents(self._settings.limits.max_event_bytes)
+                whole = WholeEvents(self._settings.limits.max_event_bytes)
         head = [(k, v) for k, v in response.raw_headers if k.lower() not in dropped]
         self._span.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, response.status)
         if response.status >= 500:
@@ -621,7 +622,7 @@ class _Exchange:
     async def _strict_end(
         self,
         report: StreamReport,
-        whole: _WholeEvents | None,
+        whole: WholeEvents | None,
         *,
         cut: BaseException | None = None,
     ) -> None:
@@ -657,54 +658,6 @@ class _Exchange:
             self._awaiting_answer.cancel()  # aiohttp closes the upstream connection
         if self._response is not None:
             self._response.close()
-
-
-class _WholeEvents:
-    """The body in whole events, for strict mode: ``take(chunk)`` returns what may go to the
-    client now, every event that has ended, and holds the event still under way. What a client
-    has is then always a run of whole events, which an error event can follow.
-
-    An event ends at a blank line: a line end (CRLF, LF or CR) right after another (WHATWG,
-    "Event stream interpretation": https://html.spec.whatwg.org/multipage/
-    server-sent-events.html#event-stream-interpretation), so a read is searched for its last
-    ``LF LF``, ``CR CR`` or ``LF CR``, the last byte before it included (a CRLF is one line
-    end). Holding more than ``limit`` bytes (the monitor's event ceiling: past it, parsing has
-    stopped) sets ``overflowed`` and hands everything on.
-    """
-
-    __slots__ = ("_held", "_last", "_limit", "_size", "overflowed")
-
-    def __init__(self, limit: int) -> None:
-        self._held: list[bytes] = []
-        self._size = 0
-        self._last = b""  # the last byte received, where a blank line may start
-        self._limit = limit
-        self.overflowed = False
-
-    def take(self, chunk: bytes) -> bytes:
-        if not chunk:
-            return b""
-        seen = self._last + chunk
-        self._last = chunk[-1:]
-        end = max(seen.rfind(pair) for pair in (b"\n\n", b"\r\r", b"\n\r")) + 2
-        if end < 2:
-            self._held.append(chunk)
-            self._size += len(chunk)
-            if self._size > self._limit:
-                self.overflowed = True
-                return self.flush()
-            return b""
-        cut = end - (len(seen) - len(chunk))
-        ready = b"".join((*self._held, chunk[:cut]))
-        rest = chunk[cut:]
-        self._held = [rest] if rest else []
-        self._size = len(rest)
-        return ready
-
-    def flush(self) -> bytes:
-        """Everything held: the stream is relayed as it came after all."""
-        held, self._held, self._size = b"".join(self._held), [], 0
-        return held
 
 
 def _refused_cut(report: StreamReport | None, strict: frozenset[Outcome]) -> StreamReport | None:

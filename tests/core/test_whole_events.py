@@ -1,7 +1,7 @@
-"""The proxy's strict-mode relay in whole events (``_WholeEvents``): whatever the chunking and the
-line ends (LF, CRLF, CR), the bytes handed on are the bytes received, in order; what has been
-handed on always ends where the WHATWG parser (``SSEParser``) has nothing pending; and every event
-the parser has dispatched from what was received has been handed on (nothing whole is held).
+"""Whole events (``WholeEvents``, what the proxy's strict mode relays): whatever the chunking
+and the line ends (LF, CRLF, CR), the bytes handed on are the bytes received, in order; what has
+been handed on always ends where the WHATWG parser (``SSEParser``) has nothing pending; and every
+event the parser has dispatched from what was received has been handed on (nothing whole is held).
 """
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ import random
 
 import pytest
 
-from otelsse._core.framing import SSEParser
+from otelsse._core.framing import SSEParser, WholeEvents
 from otelsse._demo.provider import DEFAULT_MODELS, Turn, script_events
-from otelsse.proxy._app import _WholeEvents
 from tests._helpers import random_split
 from tests._tiers import examples
 
@@ -42,7 +41,7 @@ def _ends_whole(data: bytes) -> bool:
 def test_whole_events_hand_on_every_byte_and_never_half_an_event(body: bytes) -> None:
     rng = random.Random(len(body))
     for _ in range(examples(40)):
-        whole = _WholeEvents(limit=1 << 20)
+        whole = WholeEvents(limit=1 << 20)
         on_received, on_handed = SSEParser(), SSEParser()
         received: list[tuple[str, str]] = []
         handed: list[tuple[str, str]] = []
@@ -60,7 +59,7 @@ def test_whole_events_hand_on_every_byte_and_never_half_an_event(body: bytes) ->
 
 
 def test_an_event_past_the_limit_is_handed_on_as_it_comes() -> None:
-    whole = _WholeEvents(limit=100)
+    whole = WholeEvents(limit=100)
     assert whole.take(b"data: 1\n\ndata: ") == b"data: 1\n\n"
     assert whole.take(b"x" * 90) == b""
     assert not whole.overflowed
