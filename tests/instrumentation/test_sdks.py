@@ -46,7 +46,8 @@ instrumentation (wrapping ``AsyncHTTPTransport``) makes no span for them.
 
 LiteLLM is imported only by the tests that use it, with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so it
 never reaches the internet. It keeps clients, an event loop and logging threads past each call;
-``litellm_client`` and ``_join_litellm_threads`` close them so nothing leaks into other tests.
+``litellm_client`` and ``_drain_litellm_logging`` close and drain them so nothing leaks into other
+tests.
 """
 
 from __future__ import annotations
@@ -55,8 +56,6 @@ import asyncio
 import contextlib
 import inspect
 import json
-import os
-import sys
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -80,6 +79,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import otelsse
 from otelsse import semconv
 from otelsse._instrumentor import SSEInstrumentor
+from tests import _strict_sdks as strict_sdks
 from tests._clients import CLIENTS, Client, Session, Style
 from tests._fixtures import EXPECTED, read_fixture
 from tests._helpers import event_ends
@@ -154,15 +154,6 @@ def anthropic_client(**options: Any) -> Callable[[str, bool], Any]:
     return make
 
 
-def _litellm() -> Any:
-    # Imported on first use: it is slow to import, and it must never fetch its model price map.
-    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    import litellm
-
-    litellm.suppress_debug_info = True  # it prints a "Provider List" banner for made-up models
-    return litellm
-
-
 def litellm_client(api_path: str) -> Callable[[str, bool], Any]:
     """LiteLLM as a client of ``root + api_path``: ``completion`` (``acompletion`` when async).
 
@@ -172,7 +163,7 @@ def litellm_client(api_path: str) -> Callable[[str, bool], Any]:
     """
 
     def make(root: str, is_async: bool) -> Any:
-        litellm = _litellm()
+        litellm = strict_sdks.litellm()
         complete = partial(
             litellm.acompletion if is_async else litellm.completion,
             api_base=root + api_path,
@@ -235,17 +226,12 @@ def _close_implicit_event_loop() -> None:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _join_litellm_threads() -> Iterator[None]:
-    """Join LiteLLM's logging threads once this module is done with LiteLLM.
-
-    LiteLLM runs its success logging on a module-global thread pool (``litellm-logging_N``) that
-    would otherwise outlive the module; no other test module uses LiteLLM.
-    """
+def _drain_litellm_logging() -> Iterator[None]:
+    """Wait for LiteLLM's logging tasks once this module is done with LiteLLM: it runs its
+    success logging on a module-global thread pool (``litellm-logging_N``) that other modules'
+    LiteLLM streams share, so the pool is drained, never shut down."""
     yield
-    if "litellm" in sys.modules:
-        from litellm.litellm_core_utils.thread_pool_executor import executor
-
-        executor.shutdown(wait=True)
+    strict_sdks.drain_litellm_logging()
 
 
 @contextlib.contextmanager
