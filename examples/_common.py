@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
@@ -73,9 +74,9 @@ def span_line(span: ReadableSpan) -> str:
     return json.dumps(line) + os.linesep
 
 
-def instrument() -> tuple[TracerProvider, MeterProvider]:
-    """A minimal SDK, then otelsse on top of it; returns the providers (a ``ToolGate`` takes
-    them too). They flush when the process exits."""
+def instrument(**options: Any) -> tuple[TracerProvider, MeterProvider]:
+    """A minimal SDK, then otelsse on top of it (``options``: more of ``instrument()``'s);
+    returns the providers (a ``ToolGate`` takes them too). They flush when the process exits."""
     resource = Resource.create({"service.name": "otelsse-examples"})
     tracer_provider = TracerProvider(resource=resource)
     readers: list[MetricReader] = []
@@ -91,5 +92,5 @@ def instrument() -> tuple[TracerProvider, MeterProvider]:
         exporter = ConsoleSpanExporter(formatter=span_line)
         tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
     meter_provider = MeterProvider(metric_readers=readers, resource=resource)
-    otelsse.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    otelsse.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider, **options)
     return tracer_provider, meter_provider

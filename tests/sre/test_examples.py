@@ -75,6 +75,8 @@ class Run(NamedTuple):
     scenario: str | None  # None: the fake provider's default (complete, or tool_call with tools)
     routes: tuple[str, ...]  # the route of each stream, in the order the example makes them
     said: tuple[str, ...]  # regexes, one per line the example prints about its result
+    #: The outcome of each stream, when they differ (a retry); else the scenario's, for each.
+    outcomes: tuple[str, ...] | None = None
 
     def __str__(self) -> str:
         return f"{self.example}-{self.scenario or 'default'}"
@@ -164,6 +166,33 @@ RUNS = [
         (CHAT,),
         ("the application got no answer: truncated, 0 tool runs",),
     ),
+    # Strict mode: the cut raises in the SDK's loop, the application's retry gets the answer.
+    Run(
+        "strict_mode.py",
+        None,
+        (CHAT, CHAT),
+        (
+            r"the application got APIConnectionError \(truncated\) on attempt 1, retrying",
+            rf"the application got {SOME} characters on attempt 2",
+        ),
+        ("truncated", "complete"),
+    ),
+    Run(
+        "strict_mode.py",
+        "tool_call_invalid",
+        (CHAT, CHAT),
+        (
+            r"the application got APIConnectionError \(payload_error\) on attempt 1, retrying",
+            rf"the application got {SOME} characters on attempt 2",
+        ),
+        ("payload_error", "complete"),
+    ),
+    Run(
+        "strict_mode.py",
+        "complete",
+        (CHAT,),
+        (rf"the application got {SOME} characters on attempt 1",),
+    ),
     Run("zero_code/run.sh", None, (CHAT,), (rf"the application got {SOME} characters",)),
     Run(
         "zero_code/run.sh",
@@ -235,14 +264,18 @@ def test_example_runs_and_reports_the_outcome(
     assert completed.returncode == 0, f"{shlex.join(command(run))}\n{completed.stderr}"
 
     outcome = EXPECTED_OUTCOME[run.scenario or "complete"]
+    outcomes = run.outcomes or (outcome,) * len(run.routes)
     streams = [
         span["attributes"]
         for span in printed_spans(completed.stdout)
         if span["name"] == semconv.SPAN_NAME
     ]
-    assert [(s[semconv.ROUTE], s[semconv.OUTCOME]) for s in streams] == [
-        (route, outcome) for route in run.routes
-    ], completed.stdout
+    assert [(s[semconv.ROUTE], s[semconv.OUTCOME]) for s in streams] == list(
+        zip(run.routes, outcomes, strict=True)
+    ), completed.stdout
+    # Strict mode marks the stream it refused, and only that one.
+    refused = [s.get(semconv.STRICT_RAISED, False) for s in streams]
+    assert refused == [run.example == "strict_mode.py" and o != "complete" for o in outcomes]
 
     said = [line for line in completed.stdout.splitlines() if SAID.match(line)]
     assert len(said) == len(run.said), completed.stdout
