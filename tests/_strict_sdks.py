@@ -54,6 +54,8 @@ __all__ = [
     "drain_litellm_logging",
     "framing_of",
     "litellm",
+    "litellm_client",
+    "litellm_delta",
     "retrying",
     "session",
 ]
@@ -407,8 +409,9 @@ def litellm_client(api_path: str) -> Callable[..., Any]:
 
 def _close_implicit_event_loop() -> None:
     """Close the event loop a sync LiteLLM call left set in this thread (its service logger
-    calls ``asyncio.get_event_loop()`` outside any loop, which makes one and keeps it; its
-    collection would warn about an unclosed loop in whichever test runs then)."""
+    calls ``asyncio.get_event_loop()`` outside any loop, which makes one and keeps it; the next
+    ``asyncio.run()`` unsets it, and its collection then warns about an unclosed loop, and its
+    socket pair, in whichever test runs then)."""
     try:
         with warnings.catch_warnings():
             # Python 3.12+ warns when this call has to make the loop (nothing was left behind).
@@ -516,9 +519,13 @@ async def _astream(surface: Surface, client: Any, variant: Variant, seen: Seen) 
     seen.where = None
 
 
-def _caught(seen: Seen, error: BaseException) -> Seen:
-    seen.error, seen.exception = (_qualified(error), str(error)), error
-    return seen
+@contextlib.contextmanager
+def _catching(seen: Seen) -> Iterator[None]:
+    """Keep in ``seen`` the exception the block raises, as the application catching it."""
+    try:
+        yield
+    except Exception as error:
+        seen.error, seen.exception = (_qualified(error), str(error)), error
 
 
 @dataclass(frozen=True)
@@ -540,11 +547,8 @@ def session(
     with surface.client(base_url, False) as client:
         for step in steps:
             seen = Seen()
-            with step.mode():
-                try:
-                    _stream(surface, client, step.variant, seen)
-                except Exception as exc:
-                    _caught(seen, exc)
+            with step.mode(), _catching(seen):
+                _stream(surface, client, step.variant, seen)
             done.append((seen, after()))
     return done
 
@@ -556,11 +560,8 @@ async def _asession(
     async with surface.client(base_url, True) as client:
         for step in steps:
             seen = Seen()
-            with step.mode():
-                try:
-                    await _astream(surface, client, step.variant, seen)
-                except Exception as exc:
-                    _caught(seen, exc)
+            with step.mode(), _catching(seen):
+                await _astream(surface, client, step.variant, seen)
             done.append((seen, after()))
     return done
 
@@ -606,6 +607,29 @@ class Retried:
     errors: list[Exception]
 
 
+@dataclass
+class _Attempts:
+    """The retry loop's attempts at ``surface``: 1 to ``attempts``, and the errors retried."""
+
+    surface: Surface
+    attempts: int
+    errors: list[Exception] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(1, self.attempts + 1))
+
+    @contextlib.contextmanager
+    def retrying(self, attempt: int) -> Iterator[None]:
+        """Around one attempt: keeps what the block raises to retry it, or lets it through
+        where the SDK's documentation says not to retry it, or on the last attempt."""
+        try:
+            yield
+        except Exception as error:
+            if not retryable(self.surface, error) or attempt == self.attempts:
+                raise
+            self.errors.append(error)
+
+
 def retrying(
     surface: Surface, base_url: str, variants: Callable[[int], Variant], attempts: int = 3
 ) -> Retried:
@@ -614,38 +638,26 @@ def retrying(
     documentation says to retry, up to ``attempts``; re-raise anything else."""
     if surface.is_async:
         return asyncio.run(_aretrying(surface, base_url, variants, attempts))
-    errors: list[Exception] = []
-    defaults = documented_retries(surface)
-    with surface.client(base_url, False, **defaults) as client:
-        for attempt in range(1, attempts + 1):
+    tries = _Attempts(surface, attempts)
+    with surface.client(base_url, False, **documented_retries(surface)) as client:
+        for attempt in tries:
             seen = Seen()
-            try:
+            with tries.retrying(attempt):
                 _stream(surface, client, variants(attempt), seen)
-            except Exception as error:
-                if not retryable(surface, error) or attempt == attempts:
-                    raise
-                errors.append(error)
-                continue
-            return Retried(surface.text(seen), errors)
+                return Retried(surface.text(seen), tries.errors)
     raise AssertionError("unreachable")
 
 
 async def _aretrying(
     surface: Surface, base_url: str, variants: Callable[[int], Variant], attempts: int
 ) -> Retried:
-    errors: list[Exception] = []
-    defaults = documented_retries(surface)
-    async with surface.client(base_url, True, **defaults) as client:
-        for attempt in range(1, attempts + 1):
+    tries = _Attempts(surface, attempts)
+    async with surface.client(base_url, True, **documented_retries(surface)) as client:
+        for attempt in tries:
             seen = Seen()
-            try:
+            with tries.retrying(attempt):
                 await _astream(surface, client, variants(attempt), seen)
-            except Exception as error:
-                if not retryable(surface, error) or attempt == attempts:
-                    raise
-                errors.append(error)
-                continue
-            return Retried(surface.text(seen), errors)
+                return Retried(surface.text(seen), tries.errors)
     raise AssertionError("unreachable")
 
 

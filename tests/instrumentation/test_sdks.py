@@ -46,8 +46,8 @@ instrumentation (wrapping ``AsyncHTTPTransport``) makes no span for them.
 
 LiteLLM is imported only by the tests that use it, with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so it
 never reaches the internet. It keeps clients, an event loop and logging threads past each call;
-``litellm_client`` and ``_drain_litellm_logging`` close and drain them so nothing leaks into other
-tests.
+``litellm_client`` and ``drain_litellm_logging`` (``tests/_strict_sdks.py``, shared with
+``test_strict_sdks.py``) close and drain them so nothing leaks into other tests.
 """
 
 from __future__ import annotations
@@ -56,7 +56,6 @@ import asyncio
 import contextlib
 import inspect
 import json
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from functools import partial
@@ -155,74 +154,9 @@ def anthropic_client(**options: Any) -> Callable[[str, bool], Any]:
 
 
 def litellm_client(api_path: str) -> Callable[[str, bool], Any]:
-    """LiteLLM as a client of ``root + api_path``: ``completion`` (``acompletion`` when async).
-
-    LiteLLM keeps the SDK and HTTP clients it builds (in its client cache, and module-level ones
-    for ``anthropic/`` streams) across calls; leaving the context closes them (the async ones in
-    the event loop that used them), so no connection outlives the test. LiteLLM rebuilds them.
-    """
-
-    def make(root: str, is_async: bool) -> Any:
-        litellm = strict_sdks.litellm()
-        complete = partial(
-            litellm.acompletion if is_async else litellm.completion,
-            api_base=root + api_path,
-            api_key="test",
-            max_retries=0,
-            timeout=TIMEOUT,
-        )
-        cache = litellm.in_memory_llm_clients_cache
-
-        if is_async:
-
-            @contextlib.asynccontextmanager
-            async def session() -> Any:
-                try:
-                    yield SimpleNamespace(completion=complete)
-                finally:
-                    await litellm.close_litellm_async_clients()
-                    module_level = vars(litellm).get("module_level_aclient")
-                    if module_level is not None:
-                        await module_level.close()
-                    cache.flush_cache()
-
-            return session()
-
-        @contextlib.contextmanager
-        def sync_session() -> Iterator[Any]:
-            try:
-                yield SimpleNamespace(completion=complete)
-            finally:
-                module_level = vars(litellm).get("module_level_client")
-                for cached in [*cache.cache_dict.values(), module_level]:
-                    close = getattr(cached, "close", None)
-                    if close is not None and not inspect.iscoroutinefunction(close):
-                        close()
-                cache.flush_cache()
-                _close_implicit_event_loop()
-
-        return sync_session()
-
-    return make
-
-
-def _close_implicit_event_loop() -> None:
-    """Close the event loop a sync LiteLLM call left set in this thread.
-
-    Its service logger calls ``asyncio.get_event_loop()`` outside any loop, which creates one and
-    keeps it; the next ``asyncio.run()`` unsets it, and its collection then warns about an unclosed
-    loop (and its socket pair) in whichever test happens to be running.
-    """
-    try:
-        with warnings.catch_warnings():
-            # Python 3.12+ warns when this call has to make the loop (nothing was left behind).
-            warnings.simplefilter("ignore", DeprecationWarning)
-            loop = asyncio.get_event_loop_policy().get_event_loop()
-    except RuntimeError:  # none set (asyncio.run() unset it): nothing was left behind
-        return
-    if not loop.is_running():
-        loop.close()
-        asyncio.set_event_loop(None)
+    """LiteLLM as a client of ``root + api_path`` (``tests/_strict_sdks.py``, which closes the
+    clients it keeps when the context ends): ``completion`` (``acompletion`` when async)."""
+    return partial(strict_sdks.litellm_client(api_path), max_retries=0)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -251,21 +185,6 @@ def requests_app(root: str, is_async: bool) -> Iterator[Any]:
 
 def model_dump(item: Any) -> Any:
     return item.model_dump()
-
-
-def litellm_delta(chunk: Any) -> Any:
-    """A LiteLLM chunk without the id and timestamp it makes up for each call."""
-    return [
-        (
-            choice.delta.content,
-            [
-                (call.index, call.id, call.function.name, call.function.arguments)
-                for call in choice.delta.tool_calls or ()
-            ],
-            choice.finish_reason,
-        )
-        for choice in chunk.choices
-    ]
 
 
 def chat_call(client: Any) -> Any:
@@ -308,11 +227,11 @@ SDK_CASES = [
     ),
     Case(
         "litellm-openai", CHAT_PATH, CHAT_TOOLS, litellm_client("/v1"),
-        litellm_call("openai/gpt-x"), litellm_delta,
+        litellm_call("openai/gpt-x"), strict_sdks.litellm_delta,
     ),
     Case(
         "litellm-anthropic", MESSAGES_PATH, ANTHROPIC_TOOLS, litellm_client(""),
-        litellm_call("anthropic/claude-x"), litellm_delta,
+        litellm_call("anthropic/claude-x"), strict_sdks.litellm_delta,
     ),
 ]  # fmt: skip
 TERMINAL_CASES = [case for case in SDK_CASES if case.terminal is not None]

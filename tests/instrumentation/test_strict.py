@@ -92,6 +92,16 @@ def _fetch_strict(client: Client, url: str, style: Style | None = None, **kw: An
         return fetch(client, url, style, **kw)
 
 
+def _reference(
+    server: SSEServer, reply: Reply, otel: Telemetry, client: Client, style: Style | None = None
+) -> tuple[str, Got]:
+    """``reply`` served at ``PATH``: its URL, and what ``client`` reads there (in ``style``)
+    without otelsse."""
+    url = server.route(PATH, reply)
+    with uninstrumented(otel):
+        return url, fetch(client, url, style)
+
+
 # -- the policy ---------------------------------------------------------------------------------
 
 
@@ -152,9 +162,7 @@ def test_a_clean_cut_raises_at_the_end_in_every_read_style(
     client_style: tuple[Client, Style], server: SSEServer, otel: Telemetry
 ) -> None:
     client, style = client_style
-    url = server.route(PATH, _server_reply(CLEAN_CUT))
-    with uninstrumented(otel):
-        reference = fetch(client, url, style)
+    url, reference = _reference(server, _server_reply(CLEAN_CUT), otel, client, style)
     assert reference.error is None  # what strict mode is for: without it, a clean end
     observed = fetch(client, url, style)
     assert observed.seen == reference.seen
@@ -185,9 +193,7 @@ def test_a_complete_stream_is_untouched_in_every_read_style(
     client_style: tuple[Client, Style], server: SSEServer, otel: Telemetry
 ) -> None:
     client, style = client_style
-    url = server.route(PATH, _server_reply(COMPLETE))
-    with uninstrumented(otel):
-        reference = fetch(client, url, style)
+    url, reference = _reference(server, _server_reply(COMPLETE), otel, client, style)
     observed = _fetch_strict(client, url, style)
     assert observed.seen == reference.seen
     assert observed.error is None
@@ -372,9 +378,7 @@ def test_an_error_status_is_the_applications_as_without_otelsse(
 ) -> None:
     # Refused at its headers, the body is not a stream: the SDKs raise for the status.
     reply = Reply(b'{"error": "overloaded"}', status=503, reason="Busy", content_type="a/json")
-    url = server.route(PATH, reply)
-    with uninstrumented(otel):
-        reference = fetch(client, url)
+    url, reference = _reference(server, reply, otel, client)
     assert _fetch_strict(client, url).exact == reference.exact
     assert otel.stream_span().attributes[semconv.OUTCOME] == "http_error"
 

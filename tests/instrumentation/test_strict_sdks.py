@@ -403,25 +403,31 @@ CUT = BY_ID["clean_cut"]
 WHOLE = BY_ID["complete"]
 
 
+#: Every surface, the fast tier's few in ``FAST_RETRIES``.
+RETRY_SURFACES = [
+    pytest.param(s, id=str(s), marks=() if s.id in FAST_RETRIES else pytest.mark.matrix)
+    for s in SURFACES
+]
+
+
 def cut_then_whole(attempt: int) -> Variant:
     """The provider cuts the first attempt (the scenario header), answers the next in full."""
     return CUT if attempt == 1 else WHOLE
 
 
-@pytest.mark.parametrize(
-    "surface",
-    [
-        pytest.param(s, id=str(s), marks=() if s.id in FAST_RETRIES else pytest.mark.matrix)
-        for s in SURFACES
-    ],
-)
-def test_retry_loop_retries_the_cut_stream(
-    strict_otel: Telemetry, provider: FakeProvider, surface: Surface
-) -> None:
+def whole_answer(strict_otel: Telemetry, provider: FakeProvider, surface: Surface) -> str:
+    """The text of the whole answer, as the application assembles it without otelsse."""
     ((whole, _),) = session(
         surface, provider.base_url, [Step(WHOLE, lambda: reference(strict_otel))], lambda: None
     )
-    answer = surface.text(whole)
+    return surface.text(whole)
+
+
+@pytest.mark.parametrize("surface", RETRY_SURFACES)
+def test_retry_loop_retries_the_cut_stream(
+    strict_otel: Telemetry, provider: FakeProvider, surface: Surface
+) -> None:
+    answer = whole_answer(strict_otel, provider, surface)
     assert answer
 
     retried = retrying(surface, provider.base_url, cut_then_whole)
@@ -448,13 +454,7 @@ def _off_retry(
     return retried.text, len(retried.errors), None
 
 
-@pytest.mark.parametrize(
-    "surface",
-    [
-        pytest.param(s, id=str(s), marks=() if s.id in FAST_RETRIES else pytest.mark.matrix)
-        for s in SURFACES
-    ],
-)
+@pytest.mark.parametrize("surface", RETRY_SURFACES)
 def test_retry_loop_without_strict_mode(
     strict_otel: Telemetry, provider: FakeProvider, surface: Surface
 ) -> None:
@@ -462,10 +462,7 @@ def test_retry_loop_without_strict_mode(
     loop never retries; the Responses helper raises ``RuntimeError`` (no
     ``response.completed``), which no documented retry catches; LiteLLM raises on a clean EOF
     before a finish reason itself, so the loop retries."""
-    ((whole, _),) = session(
-        surface, provider.base_url, [Step(WHOLE, lambda: reference(strict_otel))], lambda: None
-    )
-    answer = surface.text(whole)
+    answer = whole_answer(strict_otel, provider, surface)
     text, retries, raised = _off_retry(surface, provider.base_url)
     spans = strict_otel.spans()
     if surface.sdk == "litellm":

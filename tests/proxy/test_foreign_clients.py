@@ -25,10 +25,11 @@ timeout). Only (Gemini, ``tool_call_invalid``) is absent, which the provider its
 are not run on Gemini (no Gemini SDK here; curl covers its route).
 
 ``truncated`` runs in both framings, with a job number the provider cuts that way (found by
-probing, ``_job_for``): chunked, where the body lacks its last chunk (through the proxy every
-client fails: curl exits 18, the Node SDK throws; straight from the provider Node 20's fetch
-alone takes it for a clean end, an undici bug: see ``_compare_sdk``), and close-delimited, where
-the cut ends in a clean EOF that no client notices, but the span still says truncated.
+probing, ``job_for`` in ``_foreign.py``): chunked, where the body lacks its last chunk (through
+the proxy every client fails: curl exits 18, the Node SDK throws; straight from the provider
+Node 20's fetch alone takes it for a clean end, an undici bug: see ``_compare_sdk``), and
+close-delimited, where the cut ends in a clean EOF that no client notices, but the span still
+says truncated.
 
 The SDKs' read timeout is ``CLIENT_TIMEOUT`` (``client.mjs`` adds one around fetch: the Node
 SDK's own timeout stops at the headers). curl has none, so only the stalled stream gets a whole
@@ -41,12 +42,6 @@ are missing. The full sweep is ``slow``; a representative few run in the fast lo
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
-import json
-import shutil
-import socket
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -60,19 +55,17 @@ from otelsse._demo.provider import (
     DEFAULT_MODELS,
     EXPECTED_OUTCOME,
     HTTP_FAILURES,
-    JOB_HEADER,
-    SCENARIO_HEADER,
     SCENARIOS,
     UNSUPPORTED,
     FakeProvider,
     request_for,
 )
 
-from .conftest import CLIENT_TIMEOUT, MAX_WAIT, RunningProxy
+from ._foreign import CurlSeen, Seen, headers, job_for, run_curl, run_node
+from .conftest import CLIENT_TIMEOUT, RunningProxy
 
 pytestmark = pytest.mark.e2e  # other languages' clients (Node) through the proxy
 
-NODE_DIR = Path(__file__).parent / "node"
 #: The job number of every request but truncated ones (those are probed for, per framing).
 JOB = 23
 CHAT, RESPONSES = "openai.chat_completions", "openai.responses"
@@ -116,45 +109,11 @@ def _status_for(route: str, scenario: str) -> int:
     return 529 if (route, status) == (ANTHROPIC, 503) else status
 
 
-# -- what a client saw -----------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Seen:
-    """What an SDK gave the application. ``message`` is shown on failure, never compared (it may
-    name the URL it was sent to)."""
-
-    events: tuple[str, ...]  # chunk objects or event types, in order
-    text: str
-    tool_arguments: str
-    finish: str | None  # the finish or stop reason, or the Responses API's final status
-    error: tuple[str, int | None] | None  # the exception's class and HTTP status
-    message: str = dataclasses.field(default="", compare=False)
-
-
-@dataclasses.dataclass(frozen=True)
-class CurlSeen:
-    """What curl wrote: the body's exact bytes (shown by size and digest: they may be 9 MiB),
-    the status and curl's exit code; ``stderr`` is shown on failure, never compared."""
-
-    status: int
-    body: bytes = dataclasses.field(repr=False)
-    exit_code: int
-    stderr: str = dataclasses.field(default="", compare=False)
-    body_size: int = dataclasses.field(init=False, compare=False)
-    body_sha256: str = dataclasses.field(init=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "body_size", len(self.body))
-        object.__setattr__(self, "body_sha256", hashlib.sha256(self.body).hexdigest()[:16])
+# -- what a client saw (``Seen``, ``CurlSeen``: ``_foreign.py``) ----------------------------------
 
 
 def _tools_for(scenario: str) -> bool:
     return scenario.startswith("tool_call")
-
-
-def _headers(scenario: str, job: int) -> dict[str, str]:
-    return {SCENARIO_HEADER: scenario, JOB_HEADER: str(job)}
 
 
 def _error(exc: BaseException) -> tuple[tuple[str, int | None], str]:
@@ -162,74 +121,16 @@ def _error(exc: BaseException) -> tuple[tuple[str, int | None], str]:
 
 
 def _node(base: str, route: str, scenario: str, job: int) -> Seen:
-    node = shutil.which("node")
-    assert node is not None, "node is not installed (the Node OpenAI SDK client needs it)"
-    assert (NODE_DIR / "node_modules" / "openai").is_dir(), (
-        f"the npm modules are missing: npm ci --prefix {NODE_DIR}"
-    )
-    done = subprocess.run(
-        [
-            node,
-            str(NODE_DIR / "client.mjs"),
-            f"--base-url={base}/v1",
-            f"--route={'chat' if route == CHAT else 'responses'}",
-            f"--scenario={scenario}",
-            f"--job={job}",
-            f"--timeout={CLIENT_TIMEOUT}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=MAX_WAIT,
-        check=False,
-    )
-    assert done.returncode == 0, (done.stdout, done.stderr)
-    assert done.stdout.count("\n") == 1, (done.stdout, done.stderr)
-    seen = json.loads(done.stdout)
-    error = seen["error"]
-    return Seen(
-        tuple(seen["events"]),
-        "".join(seen["text"]),
-        seen["tool_arguments"],
-        seen["finish_reason"],
-        None if error is None else (error["name"], error["status"]),
-        "" if error is None else f"{error['message']} (cause: {error['cause']})",
-    )
+    return run_node(base, route, scenario, job)[0]
 
 
 def _curl(base: str, route: str, scenario: str, job: int, head: Path) -> CurlSeen:
-    curl = shutil.which("curl")
-    assert curl is not None, "curl is not installed"
-    path, body = request_for(route, DEFAULT_MODELS[route], tools=_tools_for(scenario))
-    headers = [f"{name}: {value}" for name, value in _headers(scenario, job).items()]
     # curl has no read timeout (--speed-time averages over a window of seconds, longer than
     # the stall), so the stalled stream alone gets a deadline for the whole transfer; the
     # others are bounded by the subprocess's timeout only.
-    deadline = ["--max-time", str(CLIENT_TIMEOUT)] if scenario == "timeout" else []
-    done = subprocess.run(
-        [
-            curl,
-            "-sS",
-            "-N",
-            "--noproxy",
-            "*",
-            *deadline,
-            "--dump-header",
-            str(head),
-            "-H",
-            "content-type: application/json",
-            *(option for header in headers for option in ("-H", header)),
-            "--data-binary",
-            json.dumps(body),
-            base + path,
-        ],
-        capture_output=True,
-        timeout=MAX_WAIT,
-        check=False,
-    )
-    status_line = head.read_text("latin-1").partition("\r\n")[0]
-    return CurlSeen(
-        int(status_line.split(" ")[1]), done.stdout, done.returncode, done.stderr.decode()
-    )
+    max_time = CLIENT_TIMEOUT if scenario == "timeout" else None
+    tools = _tools_for(scenario)
+    return run_curl(base, route, scenario, job, head, tools=tools, max_time=max_time)
 
 
 def _openai(base: str, route: str, scenario: str, job: int) -> Seen:
@@ -241,7 +142,7 @@ def _openai(base: str, route: str, scenario: str, job: int) -> Seen:
             base_url=f"{base}/v1", api_key="demo", max_retries=0, timeout=CLIENT_TIMEOUT
         ) as client:
             api: Any = client.chat.completions if route == CHAT else client.responses
-            with api.create(**body, extra_headers=_headers(scenario, job)) as stream:
+            with api.create(**body, extra_headers=headers(scenario, job)) as stream:
                 for item in stream:
                     if route == CHAT:
                         events.append(item.object)
@@ -273,7 +174,7 @@ def _anthropic(base: str, route: str, scenario: str, job: int) -> Seen:
             anthropic.Anthropic(
                 base_url=base, api_key="demo", max_retries=0, timeout=CLIENT_TIMEOUT
             ) as client,
-            client.messages.stream(**body, extra_headers=_headers(scenario, job)) as stream,
+            client.messages.stream(**body, extra_headers=headers(scenario, job)) as stream,
         ):
             for event in stream:
                 events.append(event.type)
@@ -294,34 +195,6 @@ SDKS: dict[str, Callable[[str, str, str, int], Seen]] = {
     "openai": _openai,
     "anthropic": _anthropic,
 }
-
-
-# -- truncation framing ----------------------------------------------------------------------------
-
-
-@functools.cache
-def _job_for(port: int, route: str, framing: str) -> int:
-    """A job number the provider on ``port`` cuts with ``framing`` when truncated (a job's draws
-    follow from the provider's seed and the number alone)."""
-    path, body = request_for(route, DEFAULT_MODELS[route], tools=False)
-    data = json.dumps(body).encode()
-    for job in range(100, 164):
-        lines = [
-            f"POST {path} HTTP/1.1",
-            "host: 127.0.0.1",
-            "content-type: application/json",
-            f"content-length: {len(data)}",
-            *(f"{name}: {value}" for name, value in _headers("truncated", job).items()),
-        ]
-        with socket.create_connection(("127.0.0.1", port), timeout=MAX_WAIT) as connection:
-            connection.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + data)
-            head = b""
-            while b"\r\n\r\n" not in head and (piece := connection.recv(4096)):
-                head += piece
-        chunked = b"transfer-encoding: chunked" in head.lower()
-        if chunked is (framing == "chunked"):
-            return job
-    raise AssertionError(f"no job in 100..163 truncates {route} with {framing} framing")
 
 
 # -- the cases -------------------------------------------------------------------------------------
@@ -408,7 +281,7 @@ def test_the_client_sees_the_same_through_the_proxy(
     scenario: str,
     framing: str | None,
 ) -> None:
-    job = JOB if framing is None else _job_for(provider.port, route, framing)
+    job = JOB if framing is None else job_for(provider.port, route, framing)
     if client == "curl":
         _compare_curl(provider, proxy, tmp_path, route, scenario, framing, job)
     else:
@@ -429,12 +302,7 @@ def _compare_curl(
     through = _curl(proxy.url("fake"), route, scenario, job, tmp_path / "through")
     _assert_curl_saw(through, route, scenario, framing)
     # By digest first: pytest's diff of two 9 MiB bodies would bury the report.
-    assert (through.status, through.exit_code, through.body_size, through.body_sha256) == (
-        direct.status,
-        direct.exit_code,
-        direct.body_size,
-        direct.body_sha256,
-    ), (through, direct)
+    assert through.digest() == direct.digest(), (through, direct)
     assert through.body == direct.body
 
 

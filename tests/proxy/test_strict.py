@@ -36,10 +36,9 @@ added to a coded body.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
-import shutil
-import subprocess
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,8 +54,6 @@ from otelsse import semconv
 from otelsse._demo.provider import (
     DEFAULT_MODELS,
     EXPECTED_OUTCOME,
-    JOB_HEADER,
-    SCENARIO_HEADER,
     UNSUPPORTED,
     UNSUPPORTED_WITH_TOOLS,
     FakeProvider,
@@ -70,8 +67,8 @@ from otelsse.routes import get_route, register_route, unregister_route
 from tests._fixtures import read_fixture
 from tests.routes.cohere_chat import CohereChatRoute
 
+from ._foreign import CurlSeen, Seen, job_for, run_curl, run_node
 from .conftest import (
-    CLIENT_TIMEOUT,
     MAX_WAIT,
     RecordingUpstream,
     RunningProxy,
@@ -80,7 +77,6 @@ from .conftest import (
     start_proxy,
     wait_for,
 )
-from .test_foreign_clients import NODE_DIR, CurlSeen, Seen, _job_for
 
 pytestmark = pytest.mark.e2e  # Node and curl subprocesses through a real proxy
 
@@ -155,76 +151,13 @@ def strict_proxy(provider: FakeProvider) -> Iterator[RunningProxy]:
 # -- the clients -----------------------------------------------------------------------------------
 
 
-def _headers(scenario: str, job: int) -> dict[str, str]:
-    return {SCENARIO_HEADER: scenario, JOB_HEADER: str(job)}
-
-
 def _node(base: str, case: Case, job: int) -> tuple[Seen, dict[str, Any] | None]:
     """What the Node SDK saw, and the error it threw as it reported it (code, type, message)."""
-    node = shutil.which("node")
-    assert node is not None, "node is not installed (the Node OpenAI SDK client needs it)"
-    assert (NODE_DIR / "node_modules" / "openai").is_dir(), (
-        f"the npm modules are missing: npm ci --prefix {NODE_DIR}"
-    )
-    done = subprocess.run(
-        [
-            node,
-            str(NODE_DIR / "client.mjs"),
-            f"--base-url={base}/v1",
-            f"--route={'chat' if case.route == CHAT else 'responses'}",
-            f"--scenario={case.scenario}",
-            f"--job={job}",
-            f"--timeout={CLIENT_TIMEOUT}",
-            *(["--tools"] if case.tools else []),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=MAX_WAIT,
-        check=False,
-    )
-    assert done.returncode == 0, (done.stdout, done.stderr)
-    assert done.stdout.count("\n") == 1, (done.stdout, done.stderr)
-    seen = json.loads(done.stdout)
-    error = seen["error"]
-    return Seen(
-        tuple(seen["events"]),
-        "".join(seen["text"]),
-        seen["tool_arguments"],
-        seen["finish_reason"],
-        None if error is None else (error["name"], error["status"]),
-        "" if error is None else f"{error['message']} (cause: {error['cause']})",
-    ), error
+    return run_node(base, case.route, case.scenario, job, tools=case.tools)
 
 
 def _curl(base: str, case: Case, job: int, head: Path) -> CurlSeen:
-    curl = shutil.which("curl")
-    assert curl is not None, "curl is not installed"
-    path, body = request_for(case.route, DEFAULT_MODELS[case.route], tools=case.tools)
-    headers = [f"{name}: {value}" for name, value in _headers(case.scenario, job).items()]
-    done = subprocess.run(
-        [
-            curl,
-            "-sS",
-            "-N",
-            "--noproxy",
-            "*",
-            "--dump-header",
-            str(head),
-            "-H",
-            "content-type: application/json",
-            *(option for header in headers for option in ("-H", header)),
-            "--data-binary",
-            json.dumps(body),
-            base + path,
-        ],
-        capture_output=True,
-        timeout=MAX_WAIT,
-        check=False,
-    )
-    status_line = head.read_text("latin-1").partition("\r\n")[0]
-    return CurlSeen(
-        int(status_line.split(" ")[1]), done.stdout, done.returncode, done.stderr.decode()
-    )
+    return run_curl(base, case.route, case.scenario, job, head, tools=case.tools)
 
 
 # -- what the proxy recorded -----------------------------------------------------------------------
@@ -269,7 +202,7 @@ def _event(route: str, outcome: str) -> bytes:
 
 
 def _job(provider: FakeProvider, case: Case) -> int:
-    return JOB if case.framing is None else _job_for(provider.port, case.route, case.framing)
+    return JOB if case.framing is None else job_for(provider.port, case.route, case.framing)
 
 
 def _strict_upstreams(case: Case) -> tuple[str, ...]:
@@ -302,23 +235,13 @@ def _check_curl(
     off = _curl(proxy.url("off"), case, job, tmp_path / "off")
     assert direct.status == 200, direct
     # Strict mode off: byte for byte what the provider sent, ended as it ended.
-    assert (off.status, off.exit_code, off.body_size, off.body_sha256) == (
-        direct.status,
-        direct.exit_code,
-        direct.body_size,
-        direct.body_sha256,
-    ), (off, direct)
+    assert off.digest() == direct.digest(), (off, direct)
     for upstream in _strict_upstreams(case):
         on = _curl(proxy.url(upstream), case, job, tmp_path / upstream)
         outcome = _refused(case, upstream)
         if outcome is None:
             # Accepted: the same bytes as without strict mode, ended the same way.
-            assert (on.status, on.exit_code, on.body_size, on.body_sha256) == (
-                off.status,
-                off.exit_code,
-                off.body_size,
-                off.body_sha256,
-            ), (upstream, on, off)
+            assert on.digest() == off.digest(), (upstream, on, off)
             continue
         event = _event(case.route, outcome)
         # Refused: whole events the provider sent, then the route's error event, then a clean
@@ -362,6 +285,40 @@ def _check_node(provider: FakeProvider, proxy: RunningProxy, case: Case, job: in
         assert on.events, on  # what came before the refusal reached the application
 
 
+# -- one upstream behind two names: strict and plain -----------------------------------------------
+
+
+def _strict_and_plain(base: str) -> ProxyConfig:
+    """A proxy forwarding two upstreams to ``base``: ``up`` in strict mode, ``plain`` not."""
+    return dataclasses.replace(
+        config_for(base),
+        upstreams=(Upstream("up", base, strict=strict_outcomes(True)), Upstream("plain", base)),
+    )
+
+
+def _post(
+    url: str,
+    *,
+    request: tuple[str, dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[httpx.Response, bytes, str]:
+    """POST ``request`` (its path and JSON body; by default a chat stream's) to ``url``: the
+    response (its head), its body as sent (still coded) and how it ended: ``clean``, or
+    ``cut: `` and the client's error."""
+    path, body = request or request_for(CHAT, DEFAULT_MODELS[CHAT], tools=False)
+    raw = b""
+    with (
+        httpx.Client(timeout=MAX_WAIT) as client,
+        client.stream("POST", url + path, json=body, headers=headers) as response,
+    ):
+        try:
+            for piece in response.iter_raw():
+                raw += piece
+        except httpx.RemoteProtocolError as exc:
+            return response, raw, f"cut: {exc}"
+    return response, raw, "clean"
+
+
 # -- a route with no error event ------------------------------------------------------------------
 
 
@@ -370,40 +327,23 @@ def cohere_cut() -> Iterator[RecordingUpstream]:
     """A route of the user's own (``tests/routes/cohere_chat.py``), which declares no error
     event, and an upstream whose stream of it ends cleanly before its ``message-end``."""
     body = read_fixture("real/cohere-v2-chat-tool-call.sse")
+    cut = body[: body.index(b"event: tool-call-end")]
     register_route(CohereChatRoute)
-    upstream = RecordingUpstream(body[: body.index(b"event: tool-call-end")])
     try:
-        yield upstream
+        with contextlib.closing(RecordingUpstream(cut)) as upstream:
+            yield upstream
     finally:
-        upstream.close()
         unregister_route(CohereChatRoute.name)
 
 
 def test_a_route_without_an_error_event_has_its_refused_streams_cut(
     cohere_cut: RecordingUpstream,
 ) -> None:
-    config = dataclasses.replace(
-        config_for(cohere_cut.base()),
-        upstreams=(
-            Upstream("up", cohere_cut.base(), strict=strict_outcomes(True)),
-            Upstream("plain", cohere_cut.base()),
-        ),
-    )
-    with start_proxy(config) as proxy:
+    with start_proxy(_strict_and_plain(cohere_cut.base())) as proxy:
         responses = {}
         for upstream in ("plain", "up"):
-            with (
-                httpx.Client(timeout=MAX_WAIT) as client,
-                client.stream("POST", proxy.url(upstream, "/v2/chat"), json={"stream": True}) as r,
-            ):
-                raw = b""
-                try:
-                    for piece in r.iter_raw():
-                        raw += piece
-                    ended = "clean"
-                except httpx.RemoteProtocolError:
-                    ended = "cut"
-            responses[upstream] = (raw, ended)
+            _, raw, ended = _post(proxy.url(upstream), request=("/v2/chat", {"stream": True}))
+            responses[upstream] = (raw, ended.partition(":")[0])  # clean, or cut
         spans = proxy.stream_spans(2)
     assert responses["plain"][1] == "clean"  # without strict mode: passed on as it ended
     assert responses["up"] == (responses["plain"][0], "cut")  # the same bytes, then a cut
@@ -437,11 +377,8 @@ class _GzipCut(ThreadedUpstream):
 
 @pytest.fixture
 def gzip_cut() -> Iterator[_GzipCut]:
-    upstream = _GzipCut()
-    try:
+    with contextlib.closing(_GzipCut()) as upstream:
         yield upstream
-    finally:
-        upstream.close()
 
 
 #: A whole chat answer, as one body with a Content-Length.
@@ -450,41 +387,15 @@ WHOLE_ANSWER = b"".join(script_events(CHAT, Turn(DEFAULT_MODELS[CHAT], "complete
 
 @pytest.fixture
 def whole_answer() -> Iterator[RecordingUpstream]:
-    upstream = RecordingUpstream(WHOLE_ANSWER)
-    try:
+    with contextlib.closing(RecordingUpstream(WHOLE_ANSWER)) as upstream:
         yield upstream
-    finally:
-        upstream.close()
-
-
-def _post(url: str, *, headers: dict[str, str] | None = None) -> tuple[httpx.Response, bytes, str]:
-    """The response (its head), its body as sent (still coded) and how it ended."""
-    path, body = request_for(CHAT, DEFAULT_MODELS[CHAT], tools=False)
-    raw = b""
-    with (
-        httpx.Client(timeout=MAX_WAIT) as client,
-        client.stream("POST", url + path, json=body, headers=headers) as response,
-    ):
-        try:
-            for piece in response.iter_raw():
-                raw += piece
-        except httpx.RemoteProtocolError as exc:
-            return response, raw, f"cut: {exc}"
-    return response, raw, "clean"
 
 
 def test_strict_mode_asks_the_upstream_for_an_uncoded_body(
     whole_answer: RecordingUpstream,
 ) -> None:
     recording = whole_answer
-    config = dataclasses.replace(
-        config_for(recording.base()),
-        upstreams=(
-            Upstream("up", recording.base(), strict=strict_outcomes(True)),
-            Upstream("plain", recording.base()),
-        ),
-    )
-    with start_proxy(config) as proxy:
+    with start_proxy(_strict_and_plain(recording.base())) as proxy:
         for upstream in ("up", "plain"):
             _, body, ended = _post(proxy.url(upstream), headers={"accept-encoding": "gzip, br"})
             assert (body, ended) == (WHOLE_ANSWER, "clean")
@@ -497,14 +408,7 @@ def test_strict_mode_asks_the_upstream_for_an_uncoded_body(
 
 
 def test_a_body_the_upstream_codes_anyway_is_cut_when_refused(gzip_cut: _GzipCut) -> None:
-    config = dataclasses.replace(
-        config_for(gzip_cut.base()),
-        upstreams=(
-            Upstream("up", gzip_cut.base(), strict=strict_outcomes(True)),
-            Upstream("plain", gzip_cut.base()),
-        ),
-    )
-    with start_proxy(config) as proxy:
+    with start_proxy(_strict_and_plain(gzip_cut.base())) as proxy:
         head, plain, plain_end = _post(proxy.url("plain"))
         assert head.headers["content-encoding"] == "gzip"
         assert plain_end == "clean"  # without strict mode, the clean end passes on
@@ -527,14 +431,7 @@ def test_a_strict_stream_goes_to_the_client_without_content_length(
     whole_answer: RecordingUpstream,
 ) -> None:
     recording = whole_answer
-    config = dataclasses.replace(
-        config_for(recording.base()),
-        upstreams=(
-            Upstream("up", recording.base(), strict=strict_outcomes(True)),
-            Upstream("plain", recording.base()),
-        ),
-    )
-    with start_proxy(config) as proxy:
+    with start_proxy(_strict_and_plain(recording.base())) as proxy:
         plain, plain_body, _ = _post(proxy.url("plain"))
         strict, strict_body, _ = _post(proxy.url("up"))
     # A Content-Length would forbid the event strict mode may add, or say a cut body was whole.

@@ -123,20 +123,23 @@ def test_a_route_that_declares_none_gets_none() -> None:
 # -- the official Python SDKs raise on it --------------------------------------------------------
 
 
-def _served(server: SSEServer, route: str, body: bytes) -> str:
-    path, _ = request_for(route, DEFAULT_MODELS[route], tools=False)
-    server.route(path, Reply(body=body, framing="chunked", piece=97))
-    return server.url("")
+def _half_then_the_event(server: SSEServer, route: str) -> tuple[str, list[bytes], dict[str, Any]]:
+    """``server`` answering ``route``'s request with the first half of a whole answer's events,
+    then the route's error event: its base URL, that half, and the request's body."""
+    events = script_events(route, Turn(DEFAULT_MODELS[route], "complete", 12, "req_strict"))
+    half = events[: len(events) // 2]
+    path, body = request_for(route, DEFAULT_MODELS[route], tools=False)
+    server.route(
+        path, Reply(body=b"".join(half) + _event(_route(route)), framing="chunked", piece=97)
+    )
+    return server.url(""), half, body
 
 
 @pytest.mark.parametrize("route", ["openai.chat_completions", "openai.responses"])
 def test_the_openai_sdk_raises_its_api_error_in_its_loop(route: str) -> None:
-    events = script_events(route, Turn(DEFAULT_MODELS[route], "complete", 12, "req_strict"))
-    half = events[: len(events) // 2]
     seen: list[Any] = []
     with SSEServer() as server:
-        base = _served(server, route, b"".join(half) + _event(_route(route)))
-        _, body = request_for(route, DEFAULT_MODELS[route], tools=False)
+        base, half, body = _half_then_the_event(server, route)
         with openai.OpenAI(base_url=f"{base}/v1", api_key="k", max_retries=0) as client:
             chat = route == "openai.chat_completions"
             api: Any = client.chat.completions if chat else client.responses
@@ -150,12 +153,9 @@ def test_the_openai_sdk_raises_its_api_error_in_its_loop(route: str) -> None:
 
 def test_the_anthropic_sdk_raises_its_status_error_in_its_loop() -> None:
     route = "anthropic.messages"
-    events = script_events(route, Turn(DEFAULT_MODELS[route], "complete", 12, "req_strict"))
-    half = events[: len(events) // 2]
     seen: list[str] = []
     with SSEServer() as server:
-        base = _served(server, route, b"".join(half) + _event(_route(route)))
-        _, body = request_for(route, DEFAULT_MODELS[route], tools=False)
+        base, _, body = _half_then_the_event(server, route)
         del body["stream"]
         with (
             anthropic.Anthropic(base_url=base, api_key="k", max_retries=0) as client,
