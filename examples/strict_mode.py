@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 
+import httpx2
 import openai
 from _common import TIMEOUT, instrument, parse_args
 
@@ -46,10 +47,11 @@ for attempt in range(1, ATTEMPTS + 1):
         for chunk in stream:
             for choice in chunk.choices:
                 text.append(choice.delta.content or "")
-    except openai.APIConnectionError as error:
-        cause = error.__cause__
+    except (openai.APIConnectionError, httpx2.TransportError) as error:
+        # openai < 3.14 lets the HTTP client's error through unwrapped: the refusal itself.
+        cause = error if isinstance(error, otelsse.StreamFault) else error.__cause__
         why = cause.code if isinstance(cause, otelsse.StreamFault) else type(cause).__name__
-        print(f"the application got APIConnectionError ({why}) on attempt {attempt}, retrying")
+        print(f"the application got {type(error).__name__} ({why}) on attempt {attempt}, retrying")
         continue
     print(f"the application got {len(''.join(text))} characters on attempt {attempt}")
     break
