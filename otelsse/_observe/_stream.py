@@ -116,6 +116,7 @@ class StreamObserver:
         "_unended",
         "broken",
         "monitor",
+        "refused",
         "report",
         "request_model",
     )
@@ -153,6 +154,8 @@ class StreamObserver:
         self._strict = start.strict
         #: The stream's report, once it has ended.
         self.report: StreamReport | None = None
+        #: Strict mode refused the stream (set as it ends; ``Strict`` says which endings count).
+        self.refused = False
         if active:
             self._active_attributes = {semconv.ROUTE: route}
             if semconv.SERVER_ADDRESS in start.span_attributes:
@@ -374,6 +377,7 @@ class StreamObserver:
             attributes[semconv.CANCEL_REASON] = reason
         strict = self._strict
         if strict is not None and _refused(report, strict):
+            self.refused = True
             attributes[semconv.STRICT_RAISED] = True
         if self._tape is not None:
             self._keep_recording(report)

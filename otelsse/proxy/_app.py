@@ -588,7 +588,7 @@ class _Exchange:
             if not self._client_gone:
                 if observer is not None:
                     observer.fail(exc)
-                    refused = _refused_cut(observer.report, strict)
+                    refused = observer.report if observer.refused else None
                 self._failed("upstream_cut")
                 _LOG.warning(
                     "upstream %s: the body broke off (%s)", self._upstream.name, type(exc).__name__
@@ -658,14 +658,6 @@ class _Exchange:
             self._awaiting_answer.cancel()  # aiohttp closes the upstream connection
         if self._response is not None:
             self._response.close()
-
-
-def _refused_cut(report: StreamReport | None, strict: frozenset[Outcome]) -> StreamReport | None:
-    """The report of a stream whose body broke off, when strict mode refuses its verdict: the
-    observer's rule for a cut the client library raised for (``Settings.strict_cuts``)."""
-    if report is not None and report.outcome in strict and report.error in (None, "transport"):
-        return report
-    return None
 
 
 def _uncancel() -> None:
