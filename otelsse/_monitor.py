@@ -1,6 +1,6 @@
 """The stream monitor: bytes in, one ``StreamReport`` with one ``Outcome`` out.
 
-    StreamMonitor.feed(chunk, now)  -> SSEParser -> route adapter -> StreamState
+    StreamMonitor.feed(chunk, now)  -> framer (the route's) -> route adapter -> StreamState
     StreamMonitor.close(now, error) -> StreamReport
 
 Sans-IO: the monitor reads no clock (timestamps are passed in, so tests are deterministic),
@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ._core.events import SSEEvent
-from ._core.framing import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, SSEParser
+from ._core.framers import FRAMERS
+from ._core.framing import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES
 from ._core.http import StreamViolation
 from ._core.state import SERVER, StreamState
 from ._exceptions import ParserClosedError
@@ -205,7 +206,8 @@ class StreamMonitor:
         limits = limits or Limits()
         self._adapter = route if isinstance(route, Route) else make_adapter(route)
         self._on_event = self._adapter.on_event
-        self._parser = SSEParser(
+        # The framer of the media type the route's streams have (SSE, AWS event stream).
+        self._parser = FRAMERS[self._adapter.media_type](
             max_line_bytes=limits.max_line_bytes, max_event_bytes=limits.max_event_bytes
         )
         self._state = StreamState(
@@ -430,7 +432,7 @@ class StreamMonitor:
             server_tool_call_count=server_tools,
             refusal=state.refused,
             buffer_limit_stage=state.limit_stage,
-            decode_error_count=parser.invalid_utf8_count,
+            decode_error_count=parser.decode_error_count,
             provider_error_code=state.error_code,
             error=error,
             time_to_first_byte=_since(start, self._first_byte_at),
@@ -476,14 +478,14 @@ class StreamMonitor:
         if state.payload_error:
             return Outcome.PAYLOAD_ERROR
         if state.provider_error_seen:
-            return Outcome.PROVIDER_ERROR
+            return Outcome.RATE_LIMITED if state.rate_limited else Outcome.PROVIDER_ERROR
         # Invalid arguments, or a call still open, under a success stop are a payload bug (the
         # enforcing reader refuses them too); under length/max_tokens they are the expected
         # shape of a cut-off answer, reported as incomplete below.
         answered = state.terminal_seen or state.answer_done
         if unusable_tools and answered and state.stop_success is not False:
             return Outcome.PAYLOAD_ERROR
-        if parser.invalid_utf8_count:
+        if parser.decode_error_count:
             return Outcome.DECODE_ERROR
         return None
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._clients import Client, client_of, is_transport_failure, stream_error
-from ._core.http import media_type, retry_after, stream_violation
+from ._core.http import EVENT_STREAM, media_type, retry_after, stream_violation
 from ._core.state import CUSTOM, FUNCTION, SERVER, ToolCall
 from ._exceptions import OtelSSEError
 from ._monitor import VIOLATION_OUTCOMES, Limits, Outcome, StreamError, StreamMonitor, StreamReport
@@ -54,7 +54,7 @@ from ._tools import (
     ToolRegistry,
     ToolSchemas,
 )
-from .routes import AUTO, Route, detect_route, make_adapter
+from .routes import AUTO, Route, detect_route, get_route, make_adapter
 
 __all__ = [
     "AsyncStreamReader",
@@ -214,7 +214,12 @@ class _Enforcer:
         """Refuse a response that cannot be a stream; return the route (detected if None)."""
         status = client.status(response)
         content_type = client.headers(response).get("content-type")
-        violation = stream_violation(status, content_type)
+        request = client.request_line(response)
+        if route is None and request is not None:
+            route = detect_route(*request, content_type)
+        chosen = get_route(route) if isinstance(route, str) and route != AUTO else route
+        expected = EVENT_STREAM if chosen is None or isinstance(chosen, str) else chosen.media_type
+        violation = stream_violation(status, content_type, expected)
         if violation == "media_type":
             media = media_type(content_type)
             raise StreamFault(Outcome.PROTOCOL_ERROR.value, detail=f"media type {media!r}")
@@ -224,9 +229,6 @@ class _Enforcer:
                 detail=f"HTTP status {status}",
                 retry_after=retry_after(client.headers(response)),
             )
-        request = client.request_line(response)
-        if route is None and request is not None:
-            route = detect_route(*request, content_type)
         return route
 
     @property

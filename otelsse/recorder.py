@@ -47,7 +47,7 @@ from typing import Any, cast, get_args
 
 from ._core.events import SSEEvent
 from ._core.framing import SSEParser, field_span, line_spans
-from ._core.http import StreamViolation
+from ._core.http import EVENT_STREAM, StreamViolation
 from ._core.json import JSONDecodeError, loads
 from ._core.state import StreamState, ToolCall
 from ._monitor import (
@@ -58,7 +58,7 @@ from ._monitor import (
     StreamMonitor,
     StreamReport,
 )
-from .routes import Redaction, make_adapter, redaction_rules
+from .routes import AUTO, Redaction, get_route, make_adapter, redaction_rules
 
 __all__ = ["FlightRecorder", "Recording", "Tape", "is_recording", "load_recording"]
 
@@ -762,9 +762,13 @@ class FlightRecorder:
         self._lock = threading.Lock()
         self.prune_failures = 0
 
-    def start(self, route: str, started_at: float) -> Tape:
+    def start(self, route: str, started_at: float) -> Tape | None:
         """A tape for a stream read by ``StreamMonitor(route)``, its request sent at
-        ``started_at`` (``perf_counter``)."""
+        ``started_at`` (``perf_counter``); None for a route whose streams are not SSE (AWS's
+        binary event stream): the skeleton is built on SSE's text framing, so those are not
+        recorded."""
+        if route != AUTO and get_route(route).media_type != EVENT_STREAM:
+            return None
         sampled = self.sample_rate > 0.0 and self._random() < self.sample_rate
         return Tape(route, started_at, sampled, self.max_stream_bytes)
 

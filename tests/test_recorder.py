@@ -59,7 +59,13 @@ CHUNKINGS: dict[str, Chunking] = {
 }
 
 #: What the recorder keeps of each built-in route, as the route declares it.
-_RULES = {route.name: redaction_rules(route.name) for route in BUILT_IN}
+#: The routes the recorder records: those whose streams are SSE (it does not record Bedrock's
+#: binary event streams yet).
+_RULES = {
+    route.name: redaction_rules(route.name)
+    for route in BUILT_IN
+    if route.media_type == "text/event-stream"
+}
 
 
 class Live(NamedTuple):

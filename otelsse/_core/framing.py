@@ -181,6 +181,10 @@ class SSEParser:
         the bytes no event dispatched)."""
         return self._decoder.invalid_count
 
+    #: The ``Framer`` protocol's name for the same count: invalid UTF-8 is all that SSE
+    #: decoding can fail on.
+    decode_error_count = invalid_utf8_count
+
     @property
     def ended(self) -> bool:
         """``end_after()`` ended the stream."""

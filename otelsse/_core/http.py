@@ -1,9 +1,10 @@
 """The one HTTP rule the core owns: which responses can be a stream at all.
 
-A streaming route must be answered with a 2xx status that has a body and the
-``text/event-stream`` media type. A non-2xx status is the server saying no, in HTTP's words:
-``rate_limited`` for a 429 (the caller's quota), ``http_error`` for any other (an HTML 502 from
-a proxy, a 401, a 503); an SRE must tell those apart from a broken stream. A 2xx that is not a
+A streaming route must be answered with a 2xx status that has a body and the route's media
+type (``text/event-stream``; AWS's event stream for Bedrock). A non-2xx status is the server
+saying no, in HTTP's words: ``rate_limited`` for a 429 (the caller's quota), ``http_error`` for
+any other (an HTML 502 from a proxy, a 401, a 503); an SRE must tell those apart from a broken
+stream. A 2xx that is not a
 stream (the wrong media type, a 204) is a ``protocol_error``. All are decided at the headers.
 The answer to a HEAD request has no body, whatever its headers say, so it is no stream at all.
 The instrumentation and the enforcing reader both ask here.
@@ -56,8 +57,11 @@ def may_stream(method: str) -> bool:
     return method.upper() != "HEAD"
 
 
-def stream_violation(status: int, content_type: str | None) -> StreamViolation | None:
-    """Why a response with this status and ``Content-Type`` is not a stream; None if it is.
+def stream_violation(
+    status: int, content_type: str | None, expected: str = EVENT_STREAM
+) -> StreamViolation | None:
+    """Why a response with this status and ``Content-Type`` is not a stream of the ``expected``
+    media type (the route's: SSE unless it declares another); None if it is.
 
     The status is judged first: an error page's media type is a consequence of the error, and
     a status without a body (204, 205, 304) cannot carry a stream whatever its media type.
@@ -68,7 +72,7 @@ def stream_violation(status: int, content_type: str | None) -> StreamViolation |
         return "http_status"
     if status in _NO_CONTENT:
         return "no_content"
-    if not is_event_stream(content_type):
+    if media_type(content_type) != expected:
         return "media_type"
     return None
 

@@ -144,6 +144,7 @@ class StreamState:
         "payload_error",
         "protocol_error",
         "provider_error_seen",
+        "rate_limited",
         "reasoning",
         "refusals",
         "refused",
@@ -193,6 +194,9 @@ class StreamState:
         self.stop_success: bool | None = None
         self.finish_reasons: list[str] = []
         self.provider_error_seen = False
+        #: The provider's error in the stream was its throttling of the caller (the quota an
+        #: HTTP 429 reports at the headers).
+        self.rate_limited = False
         self.error_code: str | None = None
         self.payload_error = False
         self.protocol_error = False
@@ -357,10 +361,12 @@ class StreamState:
     def terminal(self) -> None:
         self.terminal_seen = True
 
-    def provider_error(self, code: Any) -> None:
+    def provider_error(self, code: Any, *, rate_limited: bool = False) -> None:
         """The provider reported an error in the stream; ``code`` is its code or type if any
-        (a string or number as sent; telemetry cuts it to its attribute limit)."""
+        (a string or number as sent; telemetry cuts it to its attribute limit).
+        ``rate_limited``: the contract types that error as throttling of the caller."""
         self.provider_error_seen = True
+        self.rate_limited = self.rate_limited or rate_limited
         if self.error_code is None and isinstance(code, (str, int)) and not isinstance(code, bool):
             self.error_code = str(code)
 

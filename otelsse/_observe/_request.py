@@ -28,7 +28,7 @@ from opentelemetry.trace import Span
 
 from .. import semconv
 from .._clients import URL, Client, RequestFields, Tap, stream_error
-from .._core.http import is_event_stream, may_stream, retry_after, stream_violation
+from .._core.http import EVENT_STREAM, is_event_stream, may_stream, retry_after, stream_violation
 from .._monitor import Limits, Outcome
 from .._strict import fault_class, refusal, scoped_outcomes
 from .._telemetry import Telemetry
@@ -325,7 +325,8 @@ class Watch:
             if request_id:
                 span_attributes[semconv.REQUEST_ID] = _printable(request_id)
                 break
-        violation = stream_violation(status, content_type)
+        expected = EVENT_STREAM if self.route is None else self.route.media_type
+        violation = stream_violation(status, content_type, expected)
         if violation is not None:
             # A streaming route answered with something else (an HTML 502, a JSON 429): the
             # stream failed at its headers; its body is the application's, not a stream.

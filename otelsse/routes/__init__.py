@@ -2,7 +2,9 @@
 
 Each built-in contract is one module with one ``Route`` subclass that declares everything about
 it (see ``_base.py``): ``openai.chat_completions``, ``openai.responses``, ``anthropic.messages``,
-``gemini.generate_content`` and ``generic``; ``auto`` sniffs the contract from the first events.
+``gemini.generate_content``, ``bedrock.converse_stream``,
+``bedrock.invoke_model_with_response_stream`` and ``generic``; ``auto`` sniffs the contract from
+the first events.
 This module is the registry: it keeps the detection order and answers ``detect_route``.
 
 Host profiles are named variants of a contract for servers that bend it on purpose (a gateway
@@ -42,11 +44,14 @@ import functools
 from typing import TypeVar
 from urllib.parse import urlsplit
 
+from .._core.framers import FRAMERS
 from .._core.http import is_event_stream
 from .._core.state import StreamState, ToolCall
 from ._base import CHUNK, Handler, Redaction, Request, Route, handles, parse_object
 from ._sniff import Sniffer
 from .anthropic_messages import AnthropicMessagesRoute
+from .bedrock_converse import BedrockConverseRoute
+from .bedrock_invoke import BedrockInvokeRoute
 from .gemini import GeminiRoute
 from .generic import GenericRoute
 from .openai_chat import OPENAI_CHAT_PROFILES, OpenAIChatRoute
@@ -58,6 +63,8 @@ __all__ = [
     "BUILT_IN_PROFILES",
     "CHUNK",
     "AnthropicMessagesRoute",
+    "BedrockConverseRoute",
+    "BedrockInvokeRoute",
     "GeminiRoute",
     "GenericRoute",
     "Handler",
@@ -92,6 +99,8 @@ BUILT_IN: tuple[type[Route], ...] = (
     OpenAIResponsesRoute,
     AnthropicMessagesRoute,
     GeminiRoute,
+    BedrockConverseRoute,
+    BedrockInvokeRoute,
     GenericRoute,
 )
 #: The built-in host profiles (each names its hosts and its sources in its docstring).
@@ -123,13 +132,17 @@ def register_route(route: _R, *, replace: bool = False) -> _R:
     Raises:
         TypeError: ``route`` is not a ``Route`` subclass.
         ValueError: its name is built in, ``"auto"``, empty, or taken and ``replace`` is False;
-            a profile's name has a ``":"``, or its route is not registered or not its base.
+            its media type has no framer; a profile's name has a ``":"``, or its route is not
+            registered or not its base.
     """
     if not (isinstance(route, type) and issubclass(route, Route)):
         raise TypeError(f"register_route() takes a Route subclass, not {route!r}")
     name = getattr(route, "name", None)
     if not isinstance(name, str) or not name:
         raise ValueError(f"{route.__qualname__} declares no name")
+    if route.media_type not in FRAMERS:
+        known = ", ".join(FRAMERS)
+        raise ValueError(f"no framer reads {route.media_type!r} (known: {known})")
     full_name = route.full_name()
     if full_name in _BUILT_IN_NAMES or name == AUTO:
         raise ValueError(f"route {full_name!r} is built in")

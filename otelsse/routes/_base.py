@@ -5,6 +5,8 @@ instance reads one stream:
 
 - **who it is**: ``name`` (the ``otelsse.route`` value), ``provider`` (``gen_ai.provider.name``),
   ``success_stops``, ``has_terminal``, and an ``example_request`` for documentation and demos;
+- **how its bytes are framed**: ``media_type``, the response media type its streams have, whose
+  framer (``_core.framers.FRAMERS``) turns the body into events (SSE, AWS's event stream);
 - **its host profiles**: a subclass that sets ``profile`` (and usually ``hosts``) is a named
   variant of the same contract for servers that bend it on purpose, chosen by the request's host
   (``name:profile`` names it wherever a route name is accepted);
@@ -31,6 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from .._core.events import SSEEvent
+from .._core.http import EVENT_STREAM
 from .._core.json import JSONDecodeError, loads
 from .._core.state import StreamState
 
@@ -155,6 +158,9 @@ class Route:
 
     #: The low-cardinality route name recorded as ``otelsse.route``.
     name: ClassVar[str]
+    #: The media type of this contract's streams: the framer that reads them, and what a
+    #: response must be to be one (``_core.framers.FRAMERS`` has each one's framer).
+    media_type: ClassVar[str] = EVENT_STREAM
     #: ``gen_ai.provider.name`` for this contract, or None.
     provider: ClassVar[str | None] = None
     #: ``gen_ai.operation.name`` of a call of this contract (``chat``, ``generate_content``),

@@ -1,0 +1,330 @@
+"""AWS's binary event-stream framing (``application/vnd.amazon.eventstream``), sans-IO.
+
+The format (AWS: "Event stream encoding" in the Amazon S3 API reference,
+https://docs.aws.amazon.com/AmazonS3/latest/API/RESTSelectObjectAppendix.html, and the
+Transcribe streaming guide; the reference decoder is ``botocore/eventstream.py``): a body is a
+run of frames, each
+
+    total length (uint32) | headers length (uint32) | prelude CRC-32 (of the 8 bytes before it)
+    headers: name length (uint8), name, value type (uint8), value ...
+    payload
+    message CRC-32 (of every byte of the frame before it)
+
+all integers big-endian. ``:message-type`` says what a frame is: ``event`` (named by
+``:event-type``), ``exception`` (a modelled error, named by ``:exception-type``) or ``error``
+(``:error-code``, ``:error-message``).
+
+Each frame becomes the envelope every route reads, an ``SSEEvent``: ``event`` is the frame's
+``:event-type``, or its ``:exception-type`` for an exception (in a service model both are
+members of the same event-stream union, so their names never collide), or ``ERROR_EVENT`` for
+an error frame, whose ``data`` is then its ``:error-code`` (the message is free text: never
+kept). ``data`` is the payload decoded as UTF-8, invalid sequences replaced by U+FFFD and
+counted, as the SSE framer does.
+
+Verdicts, each the same whatever the chunking:
+
+- **A frame cut by EOF** (bytes held that no frame completed) is truncation: ``close()`` sets
+  ``discarded_event`` and ``pending_event_chars`` (bytes held). botocore's reader stops
+  silently there; the stream did not end.
+- **Bytes that are not a frame** are a decode error (``corrupt`` names which check failed;
+  ``decode_error_count`` counts it): a prelude or message CRC mismatch, a length the format
+  forbids (a frame shorter than its prelude and CRC, headers longer than the frame, headers or
+  payload beyond the format's maxima that botocore enforces), or a header block that does not
+  parse. Every frame boundary after that is a guess, so parsing stops at it; later bytes are
+  counted, never parsed.
+- **A well-formed frame longer than** ``max_event_bytes`` stops parsing at its prelude (stage
+  ``"event"``, ``pending_event_chars`` its declared length) before its bytes are held: the
+  ceiling on what the framer holds.
+"""
+
+from __future__ import annotations
+
+from struct import Struct
+from zlib import crc32
+
+from .._exceptions import ParserClosedError
+from .decode import REPLACEMENT_BYTES
+from .events import SSEEvent
+
+__all__ = ["ERROR_EVENT", "EVENT_STREAM_MEDIA_TYPE", "EventStreamParser"]
+
+EVENT_STREAM_MEDIA_TYPE = "application/vnd.amazon.eventstream"
+#: The envelope name of an ``error`` frame (a leading colon: no union member is named so).
+ERROR_EVENT = ":error"
+
+_PRELUDE = 12
+#: Prelude plus message CRC: the shortest frame there is.
+_SMALLEST_FRAME = 16
+# The format's maxima, as botocore enforces them (``_MAX_HEADERS_LENGTH``,
+# ``_MAX_PAYLOAD_LENGTH`` in botocore/eventstream.py): a frame beyond them is no frame.
+_MAX_HEADERS_BYTES = 128 * 1024
+_MAX_PAYLOAD_BYTES = 24 * 1024 * 1024
+_PRELUDE_STRUCT = Struct(">III")
+_CRC_STRUCT = Struct(">I")
+# Bytes each header value type takes after its type byte; None: a uint16 length, then that
+# many bytes (6 byte array, 7 string). 0/1 are true/false, 8 a timestamp, 9 a UUID.
+_VALUE_BYTES: tuple[int | None, ...] = (0, 0, 1, 2, 4, 8, None, None, 8, 16)
+# The names of the headers a frame is named by, as bytes (header names are ASCII here).
+_MESSAGE_TYPE = b":message-type"
+_NAMED_BY = {
+    b"event": b":event-type",
+    b"exception": b":exception-type",
+    b"error": b":error-code",
+}
+# Header blocks already read -> (envelope name, data for an error frame, or None): a service
+# sends the same few blocks over and over (``:event-type``, ``:content-type``,
+# ``:message-type``), so each is parsed once. Bounded: short blocks only, emptied when full.
+_MEMO_SIZE = 512
+_MEMO_BLOCK_BYTES = 256
+_memo: dict[bytes, tuple[str, str | None]] = {}
+_new_event = tuple.__new__
+
+
+class _NotAFrame(Exception):
+    """A header block that does not parse (its ``args[0]`` says why)."""
+
+
+class EventStreamParser:
+    """Incremental AWS event-stream parser: ``feed(bytes) -> list[SSEEvent]``, then ``close()``.
+
+    Any chunking of the same bytes yields the same events and verdict. Bad input never raises:
+    it ends up in ``corrupt``, ``decode_error_count``, ``limit_exceeded`` or the pending
+    counts (see the module docstring).
+
+    Args:
+        max_line_bytes: unused (the format has no lines); taken so that every framer is made
+            the same way.
+        max_event_bytes: ceiling on one frame's length.
+
+    Raises:
+        ParserClosedError: ``feed()`` or ``close()`` after ``close()``.
+    """
+
+    __slots__ = (
+        "_closed",
+        "_ended",
+        "_held",
+        "_held_len",
+        "_marks",
+        "_max_frame",
+        "_needed",
+        "corrupt",
+        "decode_error_count",
+        "decoded_chars",
+        "discarded_event",
+        "limit_exceeded",
+        "pending_event_chars",
+    )
+
+    #: The format has no comments and no lines: always 0.
+    comment_count = 0
+    pending_line_chars = 0
+
+    def __init__(self, *, max_line_bytes: int = 0, max_event_bytes: int) -> None:
+        del max_line_bytes
+        self._max_frame = max_event_bytes
+        # Bytes no frame has completed yet, as fragments, so that a long frame costs linear
+        # time however it is chunked; joined once ``_needed`` bytes are in.
+        self._held: list[bytes] = []
+        self._held_len = 0
+        self._needed = _PRELUDE
+        # After each event the last feed() returned: (decoded_chars, decode_error_count), so
+        # that stop()/end_after() can take back what came after one.
+        self._marks: list[tuple[int, int]] = []
+        self._closed = False
+        self._ended = False
+        #: Characters decoded from the payloads of the frames dispatched so far.
+        self.decoded_chars = 0
+        #: Invalid UTF-8 sequences replaced in payloads, plus one if the bytes stopped being
+        #: frames (``corrupt``).
+        self.decode_error_count = 0
+        #: Why the bytes stopped being frames (``"prelude_crc"``, ``"message_crc"``,
+        #: ``"length"``, ``"headers"``), or None.
+        self.corrupt: str | None = None
+        #: ``"event"`` once a frame was longer than the ceiling (parsing stopped), else None.
+        self.limit_exceeded: str | None = None
+        #: After ``close()``: EOF cut a frame.
+        self.discarded_event = False
+        #: After ``close()``: the bytes of the frame EOF cut. After a breached ceiling: the
+        #: frame's declared length.
+        self.pending_event_chars = 0
+
+    @property
+    def ended(self) -> bool:
+        """``end_after()`` ended the stream."""
+        return self._ended
+
+    def feed(self, data: bytes) -> list[SSEEvent]:
+        """Take the next bytes; return the events of the frames they completed."""
+        if self._closed:
+            raise ParserClosedError("feed() after close()")
+        if not data or self._ended or self.corrupt or self.limit_exceeded:
+            return []
+        self._marks = []
+        held_len = self._held_len + len(data)
+        if held_len < self._needed:
+            self._held.append(data)
+            self._held_len = held_len
+            return []
+        if self._held:
+            self._held.append(data)
+            data = b"".join(self._held)
+            self._held = []
+        events = self._frames(data)
+        return events
+
+    def _frames(self, data: bytes) -> list[SSEEvent]:
+        """Dispatch every whole frame at the start of ``data``; hold the rest."""
+        events: list[SSEEvent] = []
+        marks = self._marks
+        view = memoryview(data)
+        size = len(data)
+        at = 0
+        while size - at >= _PRELUDE:
+            total, headers_len, prelude_crc = _PRELUDE_STRUCT.unpack_from(data, at)
+            if crc32(view[at : at + 8]) != prelude_crc:
+                return self._stop_corrupt(events, "prelude_crc")
+            payload_len = total - headers_len - _SMALLEST_FRAME
+            if payload_len < 0:
+                return self._stop_corrupt(events, "length")
+            if headers_len > _MAX_HEADERS_BYTES or payload_len > _MAX_PAYLOAD_BYTES:
+                return self._stop_corrupt(events, "length")
+            if total > self._max_frame:
+                self.limit_exceeded = "event"
+                self.pending_event_chars = total
+                self._held_len = 0
+                return events
+            end = at + total
+            if end > size:
+                self._needed = total
+                break
+            (message_crc,) = _CRC_STRUCT.unpack_from(data, end - 4)
+            if crc32(view[at + 8 : end - 4], prelude_crc) != message_crc:
+                return self._stop_corrupt(events, "message_crc")
+            headers_end = at + _PRELUDE + headers_len
+            block = data[at + _PRELUDE : headers_end]
+            named = _memo.get(block)
+            if named is None:
+                try:
+                    named = _read_headers(block)
+                except _NotAFrame:
+                    return self._stop_corrupt(events, "headers")
+                if headers_len <= _MEMO_BLOCK_BYTES:
+                    if len(_memo) >= _MEMO_SIZE:
+                        _memo.clear()
+                    _memo[block] = named
+            name, text = named
+            if text is None:
+                payload = data[headers_end : end - 4]
+                try:
+                    text = payload.decode("utf-8")
+                except UnicodeDecodeError:
+                    text = payload.decode("utf-8", "replace")
+                    self.decode_error_count += text.count("\ufffd") - payload.count(
+                        REPLACEMENT_BYTES
+                    )
+                self.decoded_chars += len(text)
+            events.append(_new_event(SSEEvent, (name, text, "", None)))
+            marks.append((self.decoded_chars, self.decode_error_count))
+            at = end
+        else:
+            self._needed = _PRELUDE
+        if at < size:
+            self._held = [data[at:]]
+        self._held_len = size - at
+        return events
+
+    def _stop_corrupt(self, events: list[SSEEvent], why: str) -> list[SSEEvent]:
+        self.corrupt = why
+        self.decode_error_count += 1
+        self._held = []
+        self._held_len = 0
+        return events
+
+    def close(self) -> list[SSEEvent]:
+        """Declare EOF. A frame it cut is reported (``discarded_event``); never dispatched."""
+        if self._closed:
+            raise ParserClosedError("close() after close()")
+        self._closed = True
+        if self._held_len:
+            self.discarded_event = True
+            self.pending_event_chars = self._held_len
+            self._held = []
+        return []
+
+    def dispatch_pending(self) -> list[SSEEvent]:
+        """Nothing: a frame is whole or not read (the SSE framer's line rule has no twin)."""
+        return []
+
+    def stop(self, stage: str, *, events_used: int | None = None) -> None:
+        """Stop parsing because a ceiling named ``stage`` was breached downstream; with
+        ``events_used``, right after that event of the last ``feed()`` (as if the read had
+        ended there: what came after it is taken back)."""
+        if events_used is not None:
+            self._forget_after(events_used)
+        elif self.limit_exceeded is not None:
+            return
+        self.limit_exceeded = stage
+        self.pending_event_chars = 0
+
+    def judged(self) -> None:
+        """The consumer is done with the last feed's events (nothing to let go here: the
+        marks are small)."""
+
+    def end_after(self, events_used: int) -> None:
+        """End the stream right after the ``events_used``-th event of the last ``feed()``, as
+        if the bytes had ended there; later reads are ignored."""
+        self._forget_after(events_used)
+        self.limit_exceeded = None
+        self.pending_event_chars = 0
+        self._ended = True
+
+    def _forget_after(self, events_used: int) -> None:
+        self.decoded_chars, self.decode_error_count = self._marks[events_used - 1]
+        self.corrupt = None
+        self._held = []
+        self._held_len = 0
+
+
+def _read_headers(block: bytes) -> tuple[str, str | None]:
+    """The envelope name of a frame with this header block, and for an error frame its code.
+
+    Raises:
+        _NotAFrame: the block does not parse (a value that runs past its end, an unknown value
+            type, a name that is not UTF-8, a name given twice).
+    """
+    strings: dict[bytes, bytes] = {}
+    seen: set[bytes] = set()
+    at, size = 0, len(block)
+    while at < size:
+        name_end = at + 1 + block[at]
+        name = block[at + 1 : name_end]
+        if name_end >= size or name in seen:
+            raise _NotAFrame("header name")
+        seen.add(name)
+        kind = block[name_end]
+        at = name_end + 1
+        if kind >= len(_VALUE_BYTES):
+            raise _NotAFrame("value type")
+        width = _VALUE_BYTES[kind]
+        if width is None:
+            if at + 2 > size:
+                raise _NotAFrame("value length")
+            width = int.from_bytes(block[at : at + 2], "big")
+            at += 2
+            if kind == 7:
+                strings[name] = block[at : at + width]
+        at += width
+        if at > size:
+            raise _NotAFrame("value")
+    try:
+        for name in seen:
+            name.decode("utf-8")
+        message_type = strings.get(_MESSAGE_TYPE, b"event")
+        named_by = _NAMED_BY.get(message_type, _NAMED_BY[b"event"])
+        value = strings.get(named_by, b"").decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise _NotAFrame("not UTF-8") from error
+    if message_type == b"error":
+        return ERROR_EVENT, value
+    return value, None
