@@ -8,16 +8,29 @@ exception frames (``_bedrock.on_exception``) (AWS, Amazon Bedrock API reference,
 "InvokeModelWithResponseStream" and "PayloadPart",
 https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_InvokeModelWithResponseStream.html).
 
-The decoded events are judged by their provider's own contract, chosen by the first one:
+The decoded events are judged by their model family's own contract, told by the first one:
 
-- **Anthropic Claude** (Anthropic, "Anthropic Claude Messages API" in the Amazon Bedrock user
-  guide, https://docs.aws.amazon.com/bedrock/latest/userguide/model-parameters-anthropic-claude-messages.html):
+- **Anthropic Claude** (AWS, Amazon Bedrock user guide, "Anthropic Claude Messages API",
+  https://docs.aws.amazon.com/bedrock/latest/userguide/model-parameters-anthropic-claude-messages.html):
   Messages events (``message_start`` ... ``message_stop``), judged by the Anthropic route's
-  rules, terminal and stops included (``anthropic_messages.py``). Bedrock adds its
-  ``amazon-bedrock-invocationMetrics`` object to the last event: no event of the contract.
-- **Any other model family** (Titan, Llama, Mistral, Cohere, Nova: each its own shape): no
-  terminal rule is written here yet, so a clean EOF is ``eof_unverified``, never ``complete``;
-  exceptions, cuts inside a frame and corrupt frames are judged all the same.
+  rules, terminal and stops included (``anthropic_messages.py``).
+- **Amazon Nova** (user guide, "Amazon Nova", streaming ``InvokeModelWithResponseStream``):
+  each event is one ConverseStream event wrapped in an object named by its type
+  (``{"messageStart": {...}}`` ... ``{"metadata": {...}}``), judged by the ConverseStream
+  route's rules (``bedrock_converse.py``).
+- **Meta Llama** (user guide, "Meta Llama models", model-parameters-meta.html): objects with
+  ``generation`` and ``stop_reason``, null until the last (``stop`` success, ``length`` not).
+- **Amazon Titan Text** (user guide, "Amazon Titan Text models", model-parameters-titan-text.html):
+  objects with ``outputText`` and ``completionReason``, null until the last (``FINISH``, and
+  ``FINISHED`` as the guide spells it, or ``STOP_CRITERIA_MET`` success; ``LENGTH``,
+  ``CONTENT_FILTERED`` not).
+- **Any other family** (Mistral, Cohere: no recording to check a rule against): no terminal
+  rule is known, so a clean EOF is ``eof_unverified``, never ``complete``; exceptions, cuts
+  inside a frame and corrupt frames are judged all the same.
+
+Bedrock adds its ``amazon-bedrock-invocationMetrics`` object (``inputTokenCount``,
+``outputTokenCount``) to the last event of every family; Llama's and Titan's token counts are
+read from it.
 
 A chunk whose payload is not that (not JSON, no base64 ``bytes``, bytes that are not UTF-8
 JSON) is a payload error.
@@ -27,21 +40,24 @@ from __future__ import annotations
 
 import binascii
 from base64 import b64decode
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from .._core.events import SSEEvent
 from .._core.eventstream import EVENT_STREAM_MEDIA_TYPE
 from .._core.json import JSONDecodeError, loads
 from .._core.state import StreamState
-from ._base import Request, Route, parse_object
+from ._base import CHUNK, Request, Route, handles, parse_object
 from ._bedrock import PROVIDER, bedrock_model, on_exception
 from .anthropic_messages import AnthropicMessagesRoute
+from .bedrock_converse import BedrockConverseRoute
 from .generic import GenericRoute
 
 __all__ = ["BedrockInvokeRoute"]
 
 _OPERATION = "/invoke-with-response-stream"
 _NAME = "bedrock.invoke_model_with_response_stream"
+# What Bedrock adds to every family's last event.
+_METRICS = "amazon-bedrock-invocationMetrics"
 
 
 class _ClaudeOnBedrock(AnthropicMessagesRoute):
@@ -50,6 +66,59 @@ class _ClaudeOnBedrock(AnthropicMessagesRoute):
     name: ClassVar[str] = _NAME
     media_type: ClassVar[str] = EVENT_STREAM_MEDIA_TYPE
     provider: ClassVar[str | None] = PROVIDER
+
+
+class _NovaOnBedrock(BedrockConverseRoute):
+    """Nova's events, each a ConverseStream event in an object named by its type."""
+
+    name: ClassVar[str] = _NAME
+
+    def envelope(self, event: SSEEvent, state: StreamState) -> tuple[str, dict[str, Any]] | None:
+        wrapper = parse_object(event, state)
+        if wrapper is None:
+            return None
+        kinds = [key for key in wrapper if key in self.handlers]
+        if len(kinds) != 1:
+            return "", wrapper  # counted as unknown
+        return kinds[0], wrapper[kinds[0]]
+
+
+class _StopFieldOnBedrock(Route):
+    """A family whose every event is one object with a text field and a stop field that is
+    null until the last event (Llama, Titan)."""
+
+    name: ClassVar[str] = _NAME
+    media_type: ClassVar[str] = EVENT_STREAM_MEDIA_TYPE
+    provider: ClassVar[str | None] = PROVIDER
+    operation: ClassVar[str | None] = "text_completion"
+    text_key: ClassVar[str]
+    stop_key: ClassVar[str]
+
+    @handles(CHUNK)
+    def _on_chunk(self, obj: dict[str, Any], state: StreamState) -> None:
+        state.text(0, obj.get(self.text_key) or "")
+        reason = obj.get(self.stop_key)
+        if reason is None:
+            return
+        if type(reason) is not str:
+            raise TypeError(self.stop_key)
+        metrics = obj.get(_METRICS) or {}
+        state.usage(metrics.get("inputTokenCount"), metrics.get("outputTokenCount"))
+        state.stop(reason, reason in self.success_stops)
+        self.ended = True
+        state.terminal()
+
+
+class _LlamaOnBedrock(_StopFieldOnBedrock):
+    success_stops: ClassVar[frozenset[str]] = frozenset({"stop"})
+    text_key: ClassVar[str] = "generation"
+    stop_key: ClassVar[str] = "stop_reason"
+
+
+class _TitanOnBedrock(_StopFieldOnBedrock):
+    success_stops: ClassVar[frozenset[str]] = frozenset({"FINISH", "FINISHED", "STOP_CRITERIA_MET"})
+    text_key: ClassVar[str] = "outputText"
+    stop_key: ClassVar[str] = "completionReason"
 
 
 class _OtherModelOnBedrock(GenericRoute):
@@ -131,8 +200,16 @@ class BedrockInvokeRoute(Route):
             payload = loads(data)
         except JSONDecodeError:
             payload = None  # the family's reading reports it
-        if type(payload) is dict and AnthropicMessagesRoute.sniff_payload(payload):
+        if type(payload) is not dict:
+            return _OtherModelOnBedrock()
+        if AnthropicMessagesRoute.sniff_payload(payload):
             return _ClaudeOnBedrock()
+        if any(key in BedrockConverseRoute.handlers for key in payload):
+            return _NovaOnBedrock()
+        if _LlamaOnBedrock.text_key in payload:
+            return _LlamaOnBedrock()
+        if _TitanOnBedrock.text_key in payload:
+            return _TitanOnBedrock()
         return _OtherModelOnBedrock()
 
     def on_close(self, state: StreamState) -> None:
