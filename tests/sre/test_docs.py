@@ -497,6 +497,7 @@ def test_links_between_the_docs_resolve() -> None:
         "users/outcomes.md",
         "users/gateways.md",
         "users/neighbours.md",
+        "users/bedrock.md",
     }
     assert [target for target in targets if not (DOCS / target).is_file()] == []
 
