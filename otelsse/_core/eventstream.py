@@ -64,6 +64,7 @@ _CRC_STRUCT = Struct(">I")
 # Bytes each header value type takes after its type byte; None: a uint16 length, then that
 # many bytes (6 byte array, 7 string). 0/1 are true/false, 8 a timestamp, 9 a UUID.
 _VALUE_BYTES: tuple[int | None, ...] = (0, 0, 1, 2, 4, 8, None, None, 8, 16)
+_VALUE_TYPES = len(_VALUE_BYTES)
 # The names of the headers a frame is named by, as bytes (header names are ASCII here).
 _MESSAGE_TYPE = b":message-type"
 _NAMED_BY = {
@@ -293,36 +294,45 @@ def _read_headers(block: bytes) -> tuple[str, str | None]:
         _NotAFrame: the block does not parse (a value that runs past its end, an unknown value
             type, a name that is not UTF-8, a name given twice).
     """
-    strings: dict[bytes, bytes] = {}
-    seen: set[bytes] = set()
+    # Every header's name -> its value if a string (type 7), else None: one dict serves the
+    # duplicate check and the lookups below.
+    headers: dict[bytes, bytes | None] = {}
     at, size = 0, len(block)
     while at < size:
         name_end = at + 1 + block[at]
-        name = block[at + 1 : name_end]
-        if name_end >= size or name in seen:
+        if name_end >= size:
             raise _NotAFrame("header name")
-        seen.add(name)
+        name = block[at + 1 : name_end]
+        if name in headers:
+            raise _NotAFrame("header name")
         kind = block[name_end]
-        at = name_end + 1
-        if kind >= len(_VALUE_BYTES):
-            raise _NotAFrame("value type")
-        width = _VALUE_BYTES[kind]
-        if width is None:
-            if at + 2 > size:
+        at = name_end + 3
+        if kind == 7:  # a string: every header Bedrock sends
+            if at > size:
                 raise _NotAFrame("value length")
-            width = int.from_bytes(block[at : at + 2], "big")
-            at += 2
-            if kind == 7:
-                strings[name] = block[at : at + width]
-        at += width
-        if at > size:
+            end = at + (block[at - 2] << 8 | block[at - 1])
+            headers[name] = block[at:end]
+        elif kind < _VALUE_TYPES:
+            width = _VALUE_BYTES[kind]
+            if width is None:  # a byte array
+                if at > size:
+                    raise _NotAFrame("value length")
+                end = at + (block[at - 2] << 8 | block[at - 1])
+            else:
+                end = at - 2 + width
+            headers[name] = None
+        else:
+            raise _NotAFrame("value type")
+        if end > size:
             raise _NotAFrame("value")
+        at = end
     try:
-        for name in seen:
-            name.decode("utf-8")
-        message_type = strings.get(_MESSAGE_TYPE, b"event")
+        for name in headers:
+            if not name.isascii():
+                name.decode("utf-8")
+        message_type = headers.get(_MESSAGE_TYPE) or b"event"
         named_by = _NAMED_BY.get(message_type, _NAMED_BY[b"event"])
-        value = strings.get(named_by, b"").decode("utf-8")
+        value = (headers.get(named_by) or b"").decode("utf-8")
     except UnicodeDecodeError as error:
         raise _NotAFrame("not UTF-8") from error
     if message_type == b"error":
