@@ -93,9 +93,10 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     - ``excluded_urls``: regular expressions (a list, or one comma-separated string); defaults
       to ``$OTEL_PYTHON_OTELSSE_EXCLUDED_URLS``, then ``$OTEL_PYTHON_EXCLUDED_URLS``. A pattern
       that is not a valid regular expression is left out, with one warning.
-    - ``clients``: which of ``"httpx"``, ``"httpx2"``, ``"requests"``, ``"aiohttp"`` to patch
-      (default: every one that is installed). A client sending for another (httpx on an aiohttp
-      transport) is left to the outermost one: each request is observed once.
+    - ``clients``: which of ``"httpx"``, ``"httpx2"``, ``"requests"``, ``"aiohttp"``,
+      ``"botocore"`` to patch (default: every one that is installed). A client sending for
+      another (httpx on an aiohttp transport) is left to the outermost one: each request is
+      observed once.
     - ``max_model_names``: distinct model names in metrics before ``_OTHER`` (default 50).
     - ``max_server_addresses``: distinct ``server.address`` values in metrics before ``_OTHER``
       (default 20).
@@ -226,7 +227,8 @@ class SSEInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
 
 def instrument(**options: Any) -> None:
-    """Observe SSE responses read through httpx, httpx2, requests and aiohttp from now on.
+    """Observe the streams read through httpx, httpx2, requests, aiohttp and botocore from now
+    on (SSE; Bedrock's event streams).
 
     Idempotent and silent: a second call changes nothing (``uninstrument()`` first to change
     options). Options: see ``SSEInstrumentor``; ``opentelemetry-instrument`` does the same with

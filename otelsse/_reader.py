@@ -19,10 +19,11 @@ For a UI that must show tokens as they come, ``StreamReader`` yields ``TextDelta
 first: they are marked ``provisional`` because nothing is accepted until ``result()`` returns.
 
 Sources: an httpx or httpx2 ``Response`` (sync or async), a requests ``Response`` opened with
-``stream=True``, or any (async) iterable of ``bytes``. A response is read through its client
-module (``otelsse.instrumentation``), which knows its status, headers, request, body and
-exceptions; it is checked for a 2xx status and the ``text/event-stream`` media type before its
-body is read.
+``stream=True``, an aiohttp ``ClientResponse``, the ``EventStream`` boto3 and aiobotocore hand
+out as ``response["stream"]`` (Bedrock), or any (async) iterable of ``bytes``. A response is
+read through its client module (``otelsse._clients``), which knows its status, headers,
+request, body and exceptions; it is checked for a 2xx status and the route's media type
+(``text/event-stream``; AWS's event stream for Bedrock) before its body is read.
 """
 
 from __future__ import annotations

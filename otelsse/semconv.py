@@ -486,10 +486,10 @@ REQUEST_ID = _attribute(
     "otelsse.request_id",
     "string",
     "",
-    "The provider's request id, from the `x-request-id` or else the `request-id` response "
-    "header, the only header values ever recorded: at most "
-    f"{MAX_REQUEST_ID_CHARS} characters, non-printable ones dropped. Absent when neither "
-    "header was sent.",
+    "The provider's request id, from the first of the `x-request-id`, `request-id` and "
+    "`x-amzn-requestid` (AWS's) response headers, the only header values ever recorded: at most "
+    f"{MAX_REQUEST_ID_CHARS} characters, non-printable ones dropped. Absent when none "
+    "was sent.",
 )
 #: Who ran a tool call (on ``otelsse.tool_calls``): one of ``TOOL_CALL_KINDS``.
 TOOL_CALL_KIND = _attribute(
@@ -527,7 +527,7 @@ PROXY_UPSTREAM = "otelsse.proxy.upstream"
 ATTRIBUTES: tuple[str, ...] = tuple(_ON_SPAN)
 
 #: The only response headers whose values are recorded (as ``otelsse.request_id``), in order.
-REQUEST_ID_HEADERS: tuple[str, ...] = ("x-request-id", "request-id")
+REQUEST_ID_HEADERS: tuple[str, ...] = ("x-request-id", "request-id", "x-amzn-requestid")
 
 #: Span name of the one span per observed stream.
 SPAN_NAME = "otelsse.stream"

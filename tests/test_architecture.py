@@ -42,7 +42,17 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 )
 
 #: What the sans-IO core and the modules built on it alone never load.
-FORBIDDEN = ["httpx", "httpx2", "requests", "opentelemetry", "wrapt", "urllib3", "anyio"]
+FORBIDDEN = [
+    "httpx",
+    "httpx2",
+    "requests",
+    "opentelemetry",
+    "wrapt",
+    "urllib3",
+    "anyio",
+    "botocore",
+    "aiobotocore",
+]
 
 
 def _modules() -> dict[str, Path]:

@@ -1,11 +1,12 @@
 """The client libraries otelsse knows, and what each one's exceptions say about a stream.
 
 Each client library is one module of this package (``_httpx.py`` for httpx and httpx2,
-``_requests.py``, ``_aiohttp.py``) with a ``CLIENTS`` mapping of its ``Client`` (``_base.py``):
-its shape for both the enforcing reader and the instrumentation. Adding a client is one module
-plus one line in ``CLIENT_MODULES``. A client module is imported only when its library is in
-use, and loads no OpenTelemetry and no wrapt until the instrumentation installs its taps: the
-enforcing reader reads a response through it with the standard library alone.
+``_requests.py``, ``_aiohttp.py``, ``_botocore.py``) with a ``CLIENTS`` mapping of its
+``Client`` (``_base.py``): its shape for both the enforcing reader and the instrumentation.
+Adding a client is one module plus one line in ``CLIENT_MODULES``. A client module is imported
+only when its library is in use, and loads no OpenTelemetry and no wrapt until the
+instrumentation installs its taps: the enforcing reader reads a response through it with the
+standard library alone.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ CLIENT_MODULES: dict[str, str] = {
     "httpx2": "_httpx",
     "requests": "_requests",
     "aiohttp": "_aiohttp",
+    "botocore": "_botocore",
 }
 
 

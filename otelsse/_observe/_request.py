@@ -110,10 +110,13 @@ class Settings:
         route = match_route(request)
         if route is None:
             return Watch(self, client, url, None, False, None)
+        url_model = route.url_model(request)
+        if url_model is not None and route.always_streams(request):
+            # The URL says all the body would (Gemini's, Bedrock's): it is not read.
+            return Watch(self, client, url, route, True, url_model)
         fields = body()
         expects_sse = fields.stream or is_event_stream(accept()) or route.always_streams(request)
-        model = route.url_model(request) or fields.model
-        return Watch(self, client, url, route, expects_sse, model)
+        return Watch(self, client, url, route, expects_sse, url_model or fields.model)
 
 
 def genai_neighbour(span: Span) -> tuple[str, frozenset[str]] | None:
