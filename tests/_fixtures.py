@@ -144,3 +144,44 @@ def fixture_names() -> list[str]:
 def read_fixture(name: str) -> bytes:
     """A fixture's bytes by its name under ``tests/fixtures`` (``real/x.sse``, ``edge/y.sse``)."""
     return (FIXTURES / name).read_bytes()
+
+
+# The recorded AWS event-stream bodies (``real/bedrock-*.eventstream``): binary frames that only
+# the Bedrock routes read, so they are kept apart from ``EXPECTED`` (whose sweeps read every
+# fixture with the SSE framer as well). Judged by each route's rules (its module docstring):
+# the invoke route judges each model family by its own (Claude's Messages events by the
+# Anthropic rules, Nova's by the ConverseStream ones, Llama's and Titan's by their stop fields).
+_CONVERSE = "bedrock.converse_stream"
+_INVOKE = "bedrock.invoke_model_with_response_stream"
+BEDROCK_EXPECTED: dict[str, Expected] = {
+    "real/bedrock-converse-stream-guardrail-intervened.eventstream": Expected(
+        _CONVERSE, "incomplete", "guardrail_intervened"
+    ),
+    "real/bedrock-converse-stream-reasoning-redacted.eventstream": Expected(
+        _CONVERSE, "complete", "end_turn"
+    ),
+    "real/bedrock-converse-stream-reasoning.eventstream": Expected(
+        _CONVERSE, "complete", "end_turn"
+    ),
+    "real/bedrock-converse-stream-text.eventstream": Expected(_CONVERSE, "complete", "end_turn"),
+    "real/bedrock-converse-stream-tool-use.eventstream": Expected(
+        _CONVERSE, "complete", "tool_use"
+    ),
+    "real/bedrock-invoke-stream-claude-text-and-tool-use.eventstream": Expected(
+        _INVOKE, "complete", "tool_use"
+    ),
+    "real/bedrock-invoke-stream-llama-length.eventstream": Expected(
+        _INVOKE, "incomplete", "length"
+    ),
+    "real/bedrock-invoke-stream-nova-max-tokens.eventstream": Expected(
+        _INVOKE, "incomplete", "max_tokens"
+    ),
+    "real/bedrock-invoke-stream-titan-length.eventstream": Expected(
+        _INVOKE, "incomplete", "LENGTH"
+    ),
+}
+
+
+def bedrock_fixture_names() -> list[str]:
+    """Every recorded AWS event-stream fixture, as ``real/bedrock-x.eventstream``."""
+    return sorted(BEDROCK_EXPECTED)

@@ -14,12 +14,13 @@ all integers big-endian. ``:message-type`` says what a frame is: ``event`` (name
 ``:event-type``), ``exception`` (a modelled error, named by ``:exception-type``) or ``error``
 (``:error-code``, ``:error-message``).
 
-Each frame becomes the envelope every route reads, an ``SSEEvent``: ``event`` is the frame's
-``:event-type``, or its ``:exception-type`` for an exception (in a service model both are
-members of the same event-stream union, so their names never collide), or ``ERROR_EVENT`` for
-an error frame, whose ``data`` is then its ``:error-code`` (the message is free text: never
-kept). ``data`` is the payload decoded as UTF-8, invalid sequences replaced by U+FFFD and
-counted, as the SSE framer does.
+Each frame becomes the envelope every route reads, an ``SSEEvent``: an event frame's ``event``
+is its ``:event-type`` and its ``data`` the payload decoded as UTF-8 (invalid sequences
+replaced by U+FFFD and counted, as the SSE framer does). An exception frame is
+``EXCEPTION_EVENT`` with its ``:exception-type`` as ``data``, an error frame ``ERROR_EVENT``
+with its ``:error-code``: a client raises on both whatever their type (botocore's
+``EventStream._parse_event``), so a route must know them apart from events without knowing
+every type; their payload and message are free text, never kept.
 
 Verdicts, each the same whatever the chunking:
 
@@ -46,10 +47,12 @@ from .._exceptions import ParserClosedError
 from .decode import REPLACEMENT_BYTES
 from .events import SSEEvent
 
-__all__ = ["ERROR_EVENT", "EVENT_STREAM_MEDIA_TYPE", "EventStreamParser"]
+__all__ = ["ERROR_EVENT", "EVENT_STREAM_MEDIA_TYPE", "EXCEPTION_EVENT", "EventStreamParser"]
 
 EVENT_STREAM_MEDIA_TYPE = "application/vnd.amazon.eventstream"
-#: The envelope name of an ``error`` frame (a leading colon: no union member is named so).
+#: The envelope names of ``exception`` and ``error`` frames (a leading colon: no union member
+#: is named so); their ``data`` is the frame's type or code.
+EXCEPTION_EVENT = ":exception"
 ERROR_EVENT = ":error"
 
 _PRELUDE = 12
@@ -337,4 +340,6 @@ def _read_headers(block: bytes) -> tuple[str, str | None]:
         raise _NotAFrame("not UTF-8") from error
     if message_type == b"error":
         return ERROR_EVENT, value
+    if message_type == b"exception":
+        return EXCEPTION_EVENT, value
     return value, None

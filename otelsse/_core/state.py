@@ -225,6 +225,12 @@ class StreamState:
             return False
         return True
 
+    def close_part(self) -> None:
+        """A part closed for good (its key is never reused): it no longer counts against
+        ``max_parts``, which then bounds the parts open at once (a contract that opens a block
+        per delta, Nova's, has no other bound on them)."""
+        self.part_count -= 1
+
     def text(self, key: int, chunk: Any, reasoning: bool = False) -> None:
         # Judged in observe mode too, so that the monitor and the reader agree.
         if type(chunk) is not str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from urllib.parse import unquote
 
 from .._core.events import SSEEvent
-from .._core.eventstream import ERROR_EVENT
+from .._core.eventstream import ERROR_EVENT, EXCEPTION_EVENT
 from .._core.state import StreamState
 
 __all__ = ["PROVIDER", "bedrock_model", "on_exception"]
@@ -21,18 +21,11 @@ __all__ = ["PROVIDER", "bedrock_model", "on_exception"]
 #: ``gen_ai.provider.name`` for Amazon Bedrock (the GenAI conventions' ``aws.bedrock``).
 PROVIDER = "aws.bedrock"
 
-# The throttling of the caller: the quota an HTTP 429 reports at the headers.
+# The union member that is the caller's throttling: the quota an HTTP 429 reports at the
+# headers. Every other exception (``internalServerException``, ``modelStreamErrorException``,
+# ``modelTimeoutException``, ``serviceUnavailableException``, ``validationException``, and any a
+# later service model adds: botocore raises on every exception frame) is the provider's.
 _THROTTLING = "throttlingException"
-# Every other exception member of either union: the provider failed the request.
-_PROVIDER_ERRORS = frozenset(
-    {
-        "internalServerException",
-        "modelStreamErrorException",
-        "modelTimeoutException",
-        "serviceUnavailableException",
-        "validationException",
-    }
-)
 
 
 def bedrock_model(path: str, operation: str) -> str | None:
@@ -46,13 +39,9 @@ def bedrock_model(path: str, operation: str) -> str | None:
 
 def on_exception(event: SSEEvent, state: StreamState) -> bool:
     """Judge ``event`` if it is an exception or error frame (the stream's last word): a provider
-    error named by its exception (or an error frame's code), ``rate_limited`` for throttling.
-    False for any other event."""
-    name = event.event
-    if name == _THROTTLING or name in _PROVIDER_ERRORS:
-        state.provider_error(name, rate_limited=name == _THROTTLING)
-        return True
-    if name == ERROR_EVENT:
-        state.provider_error(event.data)
+    error named by its exception type (or an error frame's code), ``rate_limited`` for
+    throttling. False for any other event."""
+    if event.event == EXCEPTION_EVENT or event.event == ERROR_EVENT:
+        state.provider_error(event.data, rate_limited=event.data == _THROTTLING)
         return True
     return False

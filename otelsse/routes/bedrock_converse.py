@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 
 from .._core.events import SSEEvent
 from .._core.eventstream import EVENT_STREAM_MEDIA_TYPE
-from .._core.state import StreamState, ToolCall
+from .._core.state import FUNCTION, SERVER, StreamState, ToolCall
 from ._base import Request, Route, handles, parse_object
 from ._bedrock import PROVIDER, bedrock_model, on_exception
 
@@ -105,7 +105,9 @@ class BedrockConverseRoute(Route):
         index = self._block(obj, state)
         tool = (obj.get("start") or {}).get("toolUse")
         if index is not None and tool is not None:
-            self._calls[index] = state.open_tool(tool.get("toolUseId"), tool.get("name"), {})
+            # A tool the provider runs itself (Nova's code interpreter) is not the client's.
+            kind = SERVER if tool.get("type") == "server_tool_use" else FUNCTION
+            self._calls[index] = state.open_tool(tool.get("toolUseId"), tool.get("name"), {}, kind)
 
     @handles("contentBlockDelta")
     def _on_block_delta(self, obj: dict[str, Any], state: StreamState) -> None:
@@ -129,7 +131,9 @@ class BedrockConverseRoute(Route):
         index = obj["contentBlockIndex"]
         if index not in self._open_blocks:
             state.protocol_violation("block_stop_without_start")
-        self._open_blocks.discard(index)
+        else:
+            self._open_blocks.discard(index)
+            state.close_part()
         call = self._calls.pop(index, None)
         if call is not None:
             state.close_tool(call)

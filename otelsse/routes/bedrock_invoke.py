@@ -56,8 +56,9 @@ __all__ = ["BedrockInvokeRoute"]
 
 _OPERATION = "/invoke-with-response-stream"
 _NAME = "bedrock.invoke_model_with_response_stream"
-# What Bedrock adds to every family's last event.
+# What Bedrock adds to every family's last event, and to one a guardrail stopped.
 _METRICS = "amazon-bedrock-invocationMetrics"
+_GUARDRAIL = "amazon-bedrock-guardrailAction"
 
 
 class _ClaudeOnBedrock(AnthropicMessagesRoute):
@@ -98,6 +99,10 @@ class _StopFieldOnBedrock(Route):
     def _on_chunk(self, obj: dict[str, Any], state: StreamState) -> None:
         state.text(0, obj.get(self.text_key) or "")
         reason = obj.get(self.stop_key)
+        if reason is None and obj.get(_GUARDRAIL) == "INTERVENED":
+            # A guardrail stopped the answer: Bedrock says so in its own field and sends no
+            # stop (a real Titan stream; the ConverseStream name for that stop).
+            reason = "guardrail_intervened"
         if reason is None:
             return
         if type(reason) is not str:
@@ -128,6 +133,11 @@ class _OtherModelOnBedrock(GenericRoute):
     media_type: ClassVar[str] = EVENT_STREAM_MEDIA_TYPE
     provider: ClassVar[str | None] = PROVIDER
     operation: ClassVar[str | None] = None
+
+    def envelope(self, event: SSEEvent, state: StreamState) -> tuple[str, dict[str, Any]] | None:
+        # Whatever the family, a chunk's bytes are one JSON object (PayloadPart).
+        payload = parse_object(event, state)
+        return None if payload is None else (CHUNK, payload)
 
 
 class BedrockInvokeRoute(Route):
@@ -166,6 +176,8 @@ class BedrockInvokeRoute(Route):
             return
         if on_exception(event, state):
             self.ended = True
+            if family is not None:
+                family.ended = True  # the route that judges the stream says it ended
             return
         if event.event != "chunk":
             state.unknown()

@@ -318,12 +318,14 @@ def observed(
     *,
     route: str = CONVERSE,
     attempts: int = 1,
-    collected: bool = False,
+    collected: bool | None = False,
 ) -> ReadableSpan:
     """One span per attempt, each ended with ``outcome`` (when the application was done with
-    it, unless only the collector could end it, ``collected``), with its route, model, provider
-    and server, and none of the content the application sent or got (``seen``). The last."""
-    if seen is not None:
+    it, unless only the collector could end it, ``collected``; None: either, where whether the
+    client let go of the body before the collector is its own timing), with its route, model,
+    provider and server, and none of the content the application sent or got (``seen``). The
+    last."""
+    if seen is not None and collected is not None:
         assert seen.ended_uncollected == (0 if collected else attempts)
     if attempts == 1:
         ended_once(otel, outcome)
