@@ -496,19 +496,9 @@ class _Answers:
 
 
 async def _serve() -> None:
-    import asyncio
+    from bench_instrumentation import serve_answers
 
-    from bench_instrumentation import _serve_connection
-
-    answers = _Answers(fixtures_dir())
-    server = await asyncio.start_server(
-        lambda r, w: _serve_connection(answers, r, w), "127.0.0.1", 0, backlog=64
-    )
-    print(server.sockets[0].getsockname()[1], flush=True)
-    # Serve until the parent closes our stdin (or dies): no orphan can outlive the benchmark.
-    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.buffer.read)
-    server.close()
-    await server.wait_closed()
+    await serve_answers(_Answers(fixtures_dir()), backlog=64)
 
 
 def delta_text(body: Body) -> str:

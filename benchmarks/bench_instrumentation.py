@@ -288,10 +288,11 @@ async def _serve_connection(
         writer.close()
 
 
-async def _serve() -> None:
-    answers = _Answers()
+async def serve_answers(answers: Any, backlog: int = 4096) -> None:
+    """Serve ``answers`` (an ``_Answers``-like ``answer(method, target, body)``) on 127.0.0.1,
+    print the port, and stop when the parent closes this process's stdin."""
     server = await asyncio.start_server(
-        lambda r, w: _serve_connection(answers, r, w), "127.0.0.1", 0, backlog=4096
+        lambda r, w: _serve_connection(answers, r, w), "127.0.0.1", 0, backlog=backlog
     )
     print(server.sockets[0].getsockname()[1], flush=True)
     # Serve until the parent closes our stdin (or dies): no orphan can outlive the benchmark.
@@ -1069,7 +1070,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.serve:
-        asyncio.run(_serve())
+        asyncio.run(serve_answers(_Answers()))
         return 0
     if args.quick:
         budget, min_rounds, max_rounds, requests_per_run = 1.5, 3, 7, 20

@@ -34,7 +34,7 @@ from otelsse._core.eventstream import ERROR_EVENT, EXCEPTION_EVENT, EventStreamP
 from otelsse._core.framing import DEFAULT_MAX_EVENT_BYTES
 from tests._eventstream import error_frame, event, exception, frame, frame_ends, frames, header
 from tests._fixtures import bedrock_fixture_names, read_fixture
-from tests._helpers import FULL_SWEEP_LIMIT, STRIDE
+from tests._helpers import FULL_SWEEP_LIMIT, STRIDE, random_split
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -101,13 +101,7 @@ def reads_of(body: bytes, size: int) -> list[bytes]:
 
 
 def random_reads(body: bytes, seed: object, max_size: int) -> list[bytes]:
-    rng = random.Random(str(seed))
-    chunks, at = [], 0
-    while at < len(body):
-        size = rng.randint(1, max_size)
-        chunks.append(body[at : at + size])
-        at += size
-    return chunks
+    return random_split(body, random.Random(str(seed)), max_size)
 
 
 def frame_reads(body: bytes) -> list[bytes]:

@@ -187,34 +187,40 @@ def bedrock(endpoint: str, *, read_timeout: float = READ_TIMEOUT, attempts: int 
     )
 
 
-def converse(endpoint: str, **client: Any) -> Seen:
-    """``converse_stream`` and a ``for`` loop over ``response["stream"]``, as boto3 code does."""
+def _iterated(endpoint: str, events: Callable[[Any], Any], **client: Any) -> Seen:
+    """What a ``for`` loop over ``events(client)`` saw, as boto3 code does it."""
     seen = Seen()
     bedrock_client = bedrock(endpoint, **client)
     try:
-        response = bedrock_client.converse_stream(modelId=MODEL, messages=MESSAGES)
-        for event in response["stream"]:
+        for event in events(bedrock_client):
             seen.events.append(event)
     except Exception as exc:
         seen.caught = (type(exc), str(exc))
     finally:
         bedrock_client.close()
     return seen
+
+
+def converse(endpoint: str, **client: Any) -> Seen:
+    """``converse_stream`` and a ``for`` loop over ``response["stream"]``."""
+    return _iterated(
+        endpoint,
+        lambda bedrock_client: bedrock_client.converse_stream(modelId=MODEL, messages=MESSAGES)[
+            "stream"
+        ],
+        **client,
+    )
 
 
 def invoke(endpoint: str, **client: Any) -> Seen:
     """``invoke_model_with_response_stream`` and a ``for`` loop over ``response["body"]``."""
-    seen = Seen()
-    bedrock_client = bedrock(endpoint, **client)
-    try:
-        response = bedrock_client.invoke_model_with_response_stream(modelId=MODEL, body=INVOKE_BODY)
-        for event in response["body"]:
-            seen.events.append(event)
-    except Exception as exc:
-        seen.caught = (type(exc), str(exc))
-    finally:
-        bedrock_client.close()
-    return seen
+    return _iterated(
+        endpoint,
+        lambda bedrock_client: bedrock_client.invoke_model_with_response_stream(
+            modelId=MODEL, body=INVOKE_BODY
+        )["body"],
+        **client,
+    )
 
 
 OPERATIONS: dict[str, tuple[str, Callable[..., Seen]]] = {
