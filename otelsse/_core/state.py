@@ -357,6 +357,20 @@ class StreamState:
         if self.stop_success is None or (self.stop_success and not success):
             self.stop_reason, self.stop_success = reason, success
 
+    def final_stop(self, reason: str, success: bool, *, open_parts: bool) -> None:
+        """The answer's one final stop, in a contract whose parts must all close before it
+        (Anthropic's ``message_delta``, Bedrock's ``messageStop``): a part still open is a
+        protocol error under a success stop, and an anomaly under another (a cut-off answer's
+        expected shape); with none open, the answer is finished."""
+        if open_parts:
+            if success:
+                self.protocol_violation("stop_with_open_block")
+            else:
+                self.anomaly("block_open_at_stop")
+        self.stop(reason, success)
+        if not open_parts:
+            self.answer_finished()
+
     def answer_finished(self) -> None:
         """Every part of the answer has its final stop and nothing is open: what is left of the
         contract is its terminal event, which carries no content. A stream that ends cleanly

@@ -255,17 +255,12 @@ class AnthropicMessagesRoute(Route):
             if type(reason) is not str:
                 state.payload_invalid()
                 return
-            success = reason in self.success_stops
-            if self._open_blocks:
-                if success:
-                    state.protocol_violation("stop_with_open_block")
-                else:
-                    state.anomaly("block_open_at_stop")
             if reason == "refusal":
                 state.refused_without_text()
-            state.stop(reason, success)
-            if not self._open_blocks:
-                state.answer_finished()  # only message_stop, which carries nothing, is left
+            # With every block closed, only message_stop, which carries nothing, is left.
+            state.final_stop(
+                reason, reason in self.success_stops, open_parts=bool(self._open_blocks)
+            )
         usage = obj.get("usage") or {}
         state.usage(usage.get("input_tokens"), usage.get("output_tokens"))
 

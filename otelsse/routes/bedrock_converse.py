@@ -143,16 +143,9 @@ class BedrockConverseRoute(Route):
         reason = obj["stopReason"]
         if type(reason) is not str:
             raise TypeError("stopReason")
-        success = reason in self.success_stops
-        if self._open_blocks:
-            if success:
-                state.protocol_violation("stop_with_open_block")
-            else:
-                state.anomaly("block_open_at_stop")
         self._stopped = True
-        state.stop(reason, success)
-        if not self._open_blocks:
-            state.answer_finished()  # only metadata, which carries no answer, is left
+        # With every block closed, only metadata, which carries no answer, is left.
+        state.final_stop(reason, reason in self.success_stops, open_parts=bool(self._open_blocks))
 
     @handles("metadata")
     def _on_metadata(self, obj: dict[str, Any], state: StreamState) -> None:
