@@ -40,6 +40,7 @@ Verdicts, each the same whatever the chunking:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from struct import Struct
 from zlib import crc32
 
@@ -47,7 +48,13 @@ from .._exceptions import ParserClosedError
 from .decode import REPLACEMENT_BYTES
 from .events import SSEEvent
 
-__all__ = ["ERROR_EVENT", "EVENT_STREAM_MEDIA_TYPE", "EXCEPTION_EVENT", "EventStreamParser"]
+__all__ = [
+    "ERROR_EVENT",
+    "EVENT_STREAM_MEDIA_TYPE",
+    "EXCEPTION_EVENT",
+    "EventStreamParser",
+    "encode_frame",
+]
 
 EVENT_STREAM_MEDIA_TYPE = "application/vnd.amazon.eventstream"
 #: The envelope names of ``exception`` and ``error`` frames (a leading colon: no union member
@@ -343,3 +350,17 @@ def _read_headers(block: bytes) -> tuple[str, str | None]:
     if message_type == b"exception":
         return EXCEPTION_EVENT, value
     return value, None
+
+
+def encode_frame(headers: Iterable[tuple[str, str]], payload: bytes) -> bytes:
+    """One frame with these string headers (value type 7), in order, and this payload: what a
+    service sends (the demo's fake provider). Names and values must fit the format's one- and
+    two-byte lengths."""
+    block = b"".join(
+        bytes((len(name),)) + name + b"\x07" + len(value).to_bytes(2, "big") + value
+        for name, value in ((n.encode(), v.encode()) for n, v in headers)
+    )
+    total = _SMALLEST_FRAME + len(block) + len(payload)
+    prelude = total.to_bytes(4, "big") + len(block).to_bytes(4, "big")
+    message = prelude + _CRC_STRUCT.pack(crc32(prelude)) + block + payload
+    return message + _CRC_STRUCT.pack(crc32(message))

@@ -739,6 +739,21 @@ def test_header_order_does_not_matter() -> None:
     assert envelope_of(a) == envelope_of(b) == ("e", "1")
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {":event-type": "contentBlockDelta", ":content-type": "application/json"},
+        {":message-type": "exception", ":exception-type": "throttlingException"},
+        {":event-type": "é" * 100, "x": "v" * 40_000},  # multi-byte, a long value
+        {},
+    ],
+)
+def test_encode_frame_writes_the_frame_the_format_defines(headers: dict[str, str]) -> None:
+    # Against this suite's own encoder, built from the format's definition.
+    payload = '{"text":"ü"}'.encode()
+    assert eventstream_module.encode_frame(headers.items(), payload) == frame(headers, payload)
+
+
 # Every value type the format defines (type byte, value bytes), each taking its own width.
 VALUE_TYPES = {
     "bool true": (0, b""),
