@@ -73,8 +73,9 @@ _INSPECT_EPILOG = f"""\
 The first line is the verdict and its reason, e.g.
   truncated: EOF after 812 events, no terminal event; last event content_block_delta
 then the report's fields (never content); --json prints the same fields.
-A flight recording (otelsse.recorder) is replayed with its own route, limits and reads; a
-second line says whether the replayed outcome matches the live one.
+A flight recording (otelsse.recorder), of SSE or of an AWS event stream, is replayed with its
+own route, limits and reads; a second line says whether the replayed outcome matches the live
+one, and --events lists what the replay read (an event or a frame each).
 
 exit status:
   {EXIT_COMPLETE}  complete
@@ -353,7 +354,7 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
     from .recorder import is_recording
 
     if is_recording(body):
-        return _replay(args.file, body, args.json, out)
+        return _replay(args.file, body, args, out)
     route = _route(args)
     if route is None:
         return EXIT_USAGE
@@ -395,9 +396,10 @@ def _route_hint(body: bytes, route: str, report: StreamReport) -> str | None:
     )
 
 
-def _replay(path: str, body: bytes, as_json: bool, out: TextIO) -> int:
+def _replay(path: str, body: bytes, args: argparse.Namespace, out: TextIO) -> int:
     """``inspect`` on a flight recording: judge its skeleton again, as the live monitor did, and
-    say whether the outcome is the live one."""
+    say whether the outcome is the live one; ``--events``: the envelopes the replay read (an
+    SSE event or an AWS event-stream frame each), by type and size."""
     from .recorder import load_recording
 
     try:
@@ -417,7 +419,8 @@ def _replay(path: str, body: bytes, as_json: bool, out: TextIO) -> int:
             f"otelsse: cannot replay {path}: its route {recording.route!r} is not registered here"
             " (a route of your own must be registered in the process that replays)"
         )
-    report = recording.replay()
+    events: list[SSEEvent] = []
+    report = recording.replay(events=events)
     fields = _fields(report, None)
     live = recording.outcome
     same = "matches" if report.outcome.value == live else "differs from"
@@ -425,7 +428,7 @@ def _replay(path: str, body: bytes, as_json: bool, out: TextIO) -> int:
     head["replay"] = f"{same} the live outcome ({live}) of recording {recording.id}"
     head["recording.id"] = recording.id
     head["recording.live_outcome"] = live
-    _write(head | fields, None, as_json, out)
+    _write(head | fields, events if args.events else None, args.json, out)
     return EXIT_COMPLETE if report.outcome is Outcome.COMPLETE else EXIT_NOT_COMPLETE
 
 

@@ -10,10 +10,13 @@ no content: SSE framing, JSON keys, punctuation and the protocol values the rout
 every other string, number and tool argument is replaced by a placeholder of the same byte
 length that decodes to the same number of characters (docs/users/recorder.md).
 
-How it is built, at ``keep()`` and only for the streams kept: the body is decoded once (invalid
-UTF-8 noted by maximal subpart, as the parser replaces it), framed into lines and events, and
-each event's data redacted by the JSON walk below under the rules its route declares
-(``Route.redaction``). Tool
+How it is built, at ``keep()`` and only for the streams kept, by the skeleton of the route's
+framer (``_SKELETONS``): an SSE body is decoded once (invalid UTF-8 noted by maximal subpart, as
+the parser replaces it) and framed into lines and events; an AWS event-stream body (Bedrock) is
+walked frame by frame, headers kept but for free text, each frame's CRC computed again (wrong by
+as much as it was), and what its parser never read replaced by filler it refuses or holds the
+same way. Each event's data is redacted by the JSON walk below under the rules its route declares
+(``Route.redaction``), an invoke chunk's base64 event inside its base64. Tool
 arguments are JSON text sent in fragments, and whether they are one valid value decides the
 outcome, so they are lexed JSON-shape-preservingly over each call's whole text. Which fragment
 feeds which call is the route's own decision: the route reads the stream once more through
@@ -43,10 +46,23 @@ import time
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, cast, get_args
+from typing import Any, ClassVar, cast, get_args
 
 from ._core.events import SSEEvent
-from ._core.framing import SSEParser, field_span, line_spans
+from ._core.eventstream import (
+    EVENT_STREAM_MEDIA_TYPE,
+    PRELUDE_BYTES,
+    PROTOCOL_HEADERS,
+    FrameSpan,
+    Header,
+    filler,
+    frame_layout,
+    header_spans,
+    reseal,
+    unreadable_headers,
+)
+from ._core.framers import FRAMERS
+from ._core.framing import field_span, line_spans
 from ._core.http import EVENT_STREAM, StreamViolation
 from ._core.json import JSONDecodeError, loads
 from ._core.state import StreamState, ToolCall
@@ -58,7 +74,7 @@ from ._monitor import (
     StreamMonitor,
     StreamReport,
 )
-from .routes import AUTO, Redaction, get_route, make_adapter, redaction_rules
+from .routes import Redaction, Route, make_adapter, redaction_rules
 
 __all__ = ["FlightRecorder", "Recording", "Tape", "is_recording", "load_recording"]
 
@@ -341,14 +357,16 @@ class _Tracer(StreamState):
         super().tool_args(call, fragment)
 
 
-def _trace(body: bytes, route: str, limits: Limits) -> dict[int, list[tuple[str, str]]]:
+def _trace(body: bytes, adapter: Route, limits: Limits) -> dict[int, list[tuple[str, str]]]:
     """For each event (by its index) the argument fragments the route took from it, in order,
-    with what each becomes: its slice of its call's redacted text. The pending event whose
-    lines have all ended is read too: a stream the application stopped reading dispatches it."""
-    parser = SSEParser(max_line_bytes=limits.max_line_bytes, max_event_bytes=limits.max_event_bytes)
+    with what each becomes: its slice of its call's redacted text. The body is read by the
+    route's framer; a pending SSE event whose lines have all ended is read too: a stream the
+    application stopped reading dispatches it."""
+    parser = FRAMERS[adapter.media_type](
+        max_line_bytes=limits.max_line_bytes, max_event_bytes=limits.max_event_bytes
+    )
     events = parser.feed(body)
     events += parser.dispatch_pending()
-    adapter = make_adapter(route)
     state = _Tracer(limits)
     for event in events:
         state.event = event
@@ -444,7 +462,11 @@ class _Frame:
 
 
 class _Skeleton:
-    """Redacts one decoded body, line by line and event by event."""
+    """Redacts one body: the JSON walk of its events' data, and the ids it pseudonymises. Each
+    framer's subclass finds the events in the bytes (``_SKELETONS``)."""
+
+    #: Keys whose string values are base64 of an event of their own, redacted inside.
+    blobs: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(
         self, rules: Redaction, fragments: dict[int, list[tuple[str, str]]], salt: bytes
@@ -456,65 +478,10 @@ class _Skeleton:
         self._salt = salt
         self._ids: dict[str, str] = {}
         self._pseudonyms: set[str] = set()
-        self._events = 0
 
-    def redact(self, text: str) -> str:
-        out: list[str] = []
-        at = 0
-        if text.startswith("\ufeff"):
-            out.append("\ufeff")  # the byte-order mark the parser strips: framing
-            at = 1
-        block: list[tuple[int, int, int]] = []
-        for start, content_end, end in line_spans(text, at):
-            if content_end == end:  # the last line, not ended: part of the pending tail
-                block.append((start, content_end, end))
-            elif content_end == start:  # a blank line ends the block
-                self._block(text, block, True, out)
-                block = []
-                out.append(text[start:end])
-            else:
-                block.append((start, content_end, end))
-        # The pending tail: an event when its lines have all ended, as a stream the application
-        # stopped reading dispatches it (StreamMonitor.close); else it can never be one.
-        self._block(text, block, bool(block) and block[-1][1] != block[-1][2], out)
-        return "".join(out)
-
-    def _block(
-        self, text: str, lines: list[tuple[int, int, int]], ended: bool, out: list[str]
-    ) -> None:
-        """One event's lines; ``ended``: they may be dispatched (a blank line followed, or they
-        are a pending tail whose lines have all ended); else data that can never be an event."""
-        fields = [field_span(text, start, end) for start, end, _ in lines]
-        values: dict[str | None, list[str]] = {}
-        for (name, value), (_, end, _) in zip(fields, lines, strict=True):
-            values.setdefault(name, []).append(text[value:end])
-        pieces: Iterator[str] = iter(())
-        if "data" in values:
-            data = "\n".join(values["data"])
-            if ended:
-                names = values.get("event")
-                redacted = self._data(data, self._events, names[-1] if names else "")
-                self._events += 1
-            else:
-                redacted = self._opaque(data)
-            pieces = iter(redacted.split("\n"))
-        for (name, value), (start, end, line_end) in zip(fields, lines, strict=True):
-            if name is None:  # a comment
-                out.append(":" + _plain(text[start + 1 : end]))
-            elif name == "data":
-                out.append(text[start:value] + next(pieces))
-            elif name == "event":
-                out.append(text[start:value] + _protocol_value(text[value:end]))
-            elif name == "retry" and _DIGITS.fullmatch(text, value, end):
-                out.append(text[start:end])
-            elif name == "id":
-                out.append(text[start:value] + self._pseudonym(text[value:end]))
-            elif value == end and ":" not in text[start:end]:
-                out.append(_plain(text[start:end]))
-            else:
-                colon = text.index(":", start, end)
-                out.append(_plain(name) + ":" + _plain(text[colon + 1 : end], 1))
-            out.append(text[end:line_end])
+    def build(self, body: bytes, limits: Limits) -> bytes:
+        """``body`` redacted, every byte in place."""
+        raise NotImplementedError
 
     def _opaque(self, data: str) -> str:
         """Data that is not JSON: every character redacted (lines stay lines), but for the
@@ -529,13 +496,13 @@ class _Skeleton:
             position += len(line)
         return "".join(out)
 
-    def _data(self, data: str, event: int, name: str) -> str:
-        """Event number ``event``'s data; ``name``: its ``event:`` field (the last one)."""
+    def _data(self, data: str, fragments: list[tuple[str, str]], name: str) -> str:
+        """An event's data, its argument fragments ``fragments``; ``name``: the event's name."""
         try:
             payload = loads(data)
         except JSONDecodeError:
             return self._opaque(data)
-        return self._json(data, self._fragments.get(event, []), _is_error_event(name, payload))
+        return self._json(data, fragments, _is_error_event(name, payload))
 
     def _json(self, data: str, fragments: list[tuple[str, str]], error_event: bool) -> str:
         """Valid JSON ``data`` redacted by the rules; its argument fragments by ``fragments``;
@@ -573,7 +540,7 @@ class _Skeleton:
                     frame.key = _string_value(token)
                     out.append(_string_token(token, _plain(frame.key)) if frame.opaque else token)
                 else:
-                    self._string(token, frame, out, candidates, bool(fragments))
+                    self._string(token, frame, out, candidates, fragments)
             elif first == "-" or "0" <= first <= "9":
                 key = frame.key
                 kept = frame.usage or key in rules.numbers or (key in rules.errors and frame.error)
@@ -601,24 +568,38 @@ class _Skeleton:
         frame: _Frame,
         out: list[str],
         candidates: list[tuple[int, str, str, str | None]],
-        fragmented: bool,
+        fragments: list[tuple[str, str]],
     ) -> None:
         rules, key = self._rules, frame.key
         value = _string_value(token)
         if frame.opaque:
             out.append(_string_token(token, _plain(value)))
+        elif key in self.blobs:
+            out.append(_string_token(token, self._blob(value, fragments)))
         elif key in rules.words or (key in rules.errors and frame.error):
             kept = _protocol_value(value)
             out.append(token if kept == value else _string_token(token, kept))
         elif key in rules.ids:
             out.append(_string_token(token, self._pseudonym(value)))
         elif key in rules.arguments or (
-            fragmented and (rules.fragments is None or key in rules.fragments)
+            fragments and (rules.fragments is None or key in rules.fragments)
         ):
             candidates.append((len(out), token, value, key))
             out.append("")
         else:
             out.append(_string_token(token, _plain(value)))
+
+    def _blob(self, value: str, fragments: list[tuple[str, str]]) -> str:
+        """A base64 value: the event it encodes redacted (of its byte length, so the base64 is
+        of the same length), its argument fragments ``fragments``; else redacted as text (then
+        never base64: it starts ``[``)."""
+        try:
+            inner = base64.b64decode(value, validate=True)
+        except ValueError:  # binascii.Error, or a non-ASCII character
+            return _plain(value)
+        text, invalid = _decode(inner)
+        redacted = _encode(self._data(text, fragments, ""), invalid)
+        return base64.b64encode(redacted).decode("ascii")
 
     def _pseudonym(self, value: str) -> str:
         """The same stand-in for the same id everywhere in this recording; a different one for
@@ -647,12 +628,153 @@ def _stand_in(char: str, byte: int) -> str:
     return chr(0x100 + byte if width == 2 else 0x4E00 + byte if width == 3 else 0x20000 + byte)
 
 
+class _SSESkeleton(_Skeleton):
+    """An SSE body: decoded once, redacted line by line and event by event."""
+
+    def __init__(
+        self, rules: Redaction, fragments: dict[int, list[tuple[str, str]]], salt: bytes
+    ) -> None:
+        super().__init__(rules, fragments, salt)
+        self._events = 0
+
+    def build(self, body: bytes, limits: Limits) -> bytes:
+        text, invalid = _decode(body)
+        return _encode(self.redact(text), invalid)
+
+    def redact(self, text: str) -> str:
+        out: list[str] = []
+        at = 0
+        if text.startswith("\ufeff"):
+            out.append("\ufeff")  # the byte-order mark the parser strips: framing
+            at = 1
+        block: list[tuple[int, int, int]] = []
+        for start, content_end, end in line_spans(text, at):
+            if content_end == end:  # the last line, not ended: part of the pending tail
+                block.append((start, content_end, end))
+            elif content_end == start:  # a blank line ends the block
+                self._block(text, block, True, out)
+                block = []
+                out.append(text[start:end])
+            else:
+                block.append((start, content_end, end))
+        # The pending tail: an event when its lines have all ended, as a stream the application
+        # stopped reading dispatches it (StreamMonitor.close); else it can never be one.
+        self._block(text, block, bool(block) and block[-1][1] != block[-1][2], out)
+        return "".join(out)
+
+    def _block(
+        self, text: str, lines: list[tuple[int, int, int]], ended: bool, out: list[str]
+    ) -> None:
+        """One event's lines; ``ended``: they may be dispatched (a blank line followed, or they
+        are a pending tail whose lines have all ended); else data that can never be an event."""
+        fields = [field_span(text, start, end) for start, end, _ in lines]
+        values: dict[str | None, list[str]] = {}
+        for (name, value), (_, end, _) in zip(fields, lines, strict=True):
+            values.setdefault(name, []).append(text[value:end])
+        pieces: Iterator[str] = iter(())
+        if "data" in values:
+            data = "\n".join(values["data"])
+            if ended:
+                names = values.get("event")
+                fragments = self._fragments.get(self._events, [])
+                redacted = self._data(data, fragments, names[-1] if names else "")
+                self._events += 1
+            else:
+                redacted = self._opaque(data)
+            pieces = iter(redacted.split("\n"))
+        for (name, value), (start, end, line_end) in zip(fields, lines, strict=True):
+            if name is None:  # a comment
+                out.append(":" + _plain(text[start + 1 : end]))
+            elif name == "data":
+                out.append(text[start:value] + next(pieces))
+            elif name == "event":
+                out.append(text[start:value] + _protocol_value(text[value:end]))
+            elif name == "retry" and _DIGITS.fullmatch(text, value, end):
+                out.append(text[start:end])
+            elif name == "id":
+                out.append(text[start:value] + self._pseudonym(text[value:end]))
+            elif value == end and ":" not in text[start:end]:
+                out.append(_plain(text[start:end]))
+            else:
+                colon = text.index(":", start, end)
+                out.append(_plain(name) + ":" + _plain(text[colon + 1 : end], 1))
+            out.append(text[end:line_end])
+
+
+class _FrameSkeleton(_Skeleton):
+    """An AWS event-stream body, frame by frame (``_core.eventstream``): each frame's headers and
+    payload redacted in place and its message CRC computed again, wrong by as much as it was.
+    What the parser never read (after a frame it refused, a frame EOF cut, one too long) is
+    filler that it refuses or holds the same way, behind the prelude it judged by, if any."""
+
+    # An InvokeModelWithResponseStream chunk is a ``PayloadPart``, whose ``bytes`` (a blob,
+    # base64 in the JSON protocol) are the model's own event (AWS, Amazon Bedrock API reference,
+    # "PayloadPart"; botocore's bedrock-runtime service model).
+    blobs: ClassVar[frozenset[str]] = frozenset({"bytes"})
+
+    def build(self, body: bytes, limits: Limits) -> bytes:
+        layout = frame_layout(body, max_event_bytes=limits.max_event_bytes)
+        out = [
+            self._frame(body[span.start : span.end], span, self._fragments.get(index, []))
+            for index, span in enumerate(layout.frames)
+        ]
+        if layout.refused is not None:
+            span = layout.refused
+            out.append(self._frame(body[span.start : span.end], span, []))
+        rest = layout.rest
+        if layout.prelude:
+            out.append(body[rest : rest + PRELUDE_BYTES])
+            rest += PRELUDE_BYTES
+        out.append(filler(len(body) - rest))
+        return b"".join(out)
+
+    def _frame(self, frame: bytes, span: FrameSpan, fragments: list[tuple[str, str]]) -> bytes:
+        """One whole frame, its payload's argument fragments ``fragments``."""
+        payload_at = span.payload - span.start
+        block = frame[PRELUDE_BYTES:payload_at]
+        headers = header_spans(block)
+        text, invalid = _decode(frame[payload_at:-4])
+        redacted = (
+            frame[:PRELUDE_BYTES]
+            + (unreadable_headers(len(block)) if headers is None else _headers(block, headers))
+            + _encode(self._data(text, fragments, span.event), invalid)
+            + frame[-4:]
+        )
+        return reseal(redacted, frame)
+
+
+def _headers(block: bytes, headers: list[Header]) -> bytes:
+    """A header block with its names and the protocol headers' protocol values kept; every
+    other value redacted: a string as text, any other value zeroed."""
+    out = bytearray(block)
+    for header in headers:
+        raw = block[header.start : header.end]
+        if header.string:
+            try:
+                value = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                value = "?" * len(raw)
+            kept = _protocol_value(value) if header.name in PROTOCOL_HEADERS else _plain(value)
+            out[header.start : header.end] = kept.encode("utf-8")
+        else:
+            out[header.start : header.end] = bytes(len(raw))
+    return bytes(out)
+
+
+#: Media type -> the skeleton of a body of that type (``_core.framers.FRAMERS``' keys).
+_SKELETONS: dict[str, type[_Skeleton]] = {
+    EVENT_STREAM: _SSESkeleton,
+    EVENT_STREAM_MEDIA_TYPE: _FrameSkeleton,
+}
+
+
 def _skeleton(body: bytes, route: str, judged_as: str, limits: Limits) -> bytes:
     """``body`` with no content left, every byte in place (see the module docstring)."""
-    text, invalid = _decode(body)
-    rules = redaction_rules(judged_as)
-    redacted = _Skeleton(rules, _trace(body, route, limits), secrets.token_bytes(16)).redact(text)
-    return _encode(redacted, invalid)
+    adapter = make_adapter(route)
+    skeleton = _SKELETONS[adapter.media_type](
+        redaction_rules(judged_as), _trace(body, adapter, limits), secrets.token_bytes(16)
+    )
+    return skeleton.build(body, limits)
 
 
 # -- the public part -------------------------------------------------------------------------------
@@ -762,13 +884,11 @@ class FlightRecorder:
         self._lock = threading.Lock()
         self.prune_failures = 0
 
-    def start(self, route: str, started_at: float) -> Tape | None:
+    def start(self, route: str, started_at: float) -> Tape:
         """A tape for a stream read by ``StreamMonitor(route)``, its request sent at
-        ``started_at`` (``perf_counter``); None for a route whose streams are not SSE (AWS's
-        binary event stream): the skeleton is built on SSE's text framing, so those are not
-        recorded."""
-        if route != AUTO and get_route(route).media_type != EVENT_STREAM:
-            return None
+        ``started_at`` (``perf_counter``), whatever the route's framing: SSE, or AWS's binary
+        event stream (the Bedrock routes), whose skeleton keeps every frame in place, each
+        frame's headers and payload redacted (docs/users/recorder.md)."""
         sampled = self.sample_rate > 0.0 and self._random() < self.sample_rate
         return Tape(route, started_at, sampled, self.max_stream_bytes)
 
@@ -932,13 +1052,16 @@ class Recording:
     #: Counts of the live report (no content: names, numbers and protocol vocabulary).
     report: dict[str, Any]
 
-    def replay(self) -> StreamReport:
-        """Judge the skeleton as the live monitor judged the body: same outcome."""
+    def replay(self, *, events: list[SSEEvent] | None = None) -> StreamReport:
+        """Judge the skeleton as the live monitor judged the body: same outcome. The envelopes
+        the replay read (SSE events, AWS event-stream frames) are added to ``events``."""
         monitor = StreamMonitor(self.route, limits=self.limits, started_at=0.0)
         if self.refused is not None:
             monitor.refuse(self.refused)
         for moment, chunk in self.chunks:
-            monitor.feed(chunk, moment)
+            read = monitor.feed(chunk, moment)
+            if events is not None:
+                events.extend(read)
         return monitor.close(self.ended_at, error=self.error)
 
 

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import io
 import json
 import logging
 import random
 import re
+import struct
 import subprocess
 import sys
 import tracemalloc
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -27,8 +30,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from otelsse import Limits, Outcome, SSEParser, StreamMonitor, StreamReport
+from otelsse._cli import main
+from otelsse._core.eventstream import EventStreamParser
+from otelsse._core.framers import FRAMERS
 from otelsse._monitor import StreamError
 from otelsse.recorder import (
+    _SKELETONS,
     FORMAT,
     FlightRecorder,
     Recording,
@@ -42,7 +49,8 @@ from otelsse.routes import (
     OpenAIResponsesRoute,
     redaction_rules,
 )
-from tests._fixtures import EDGE_FIXTURES, EXPECTED, read_fixture
+from tests import _eventstream as es
+from tests._fixtures import BEDROCK_EXPECTED, EDGE_FIXTURES, EXPECTED, read_fixture
 from tests._helpers import ANTHROPIC, CHAT, GEMINI, RESPONSES, one_byte_at_a_time, random_split
 from tests._tiers import examples
 from tests.gate._streams import Call, build, call
@@ -59,13 +67,7 @@ CHUNKINGS: dict[str, Chunking] = {
 }
 
 #: What the recorder keeps of each built-in route, as the route declares it.
-#: The routes the recorder records: those whose streams are SSE (it does not record Bedrock's
-#: binary event streams yet).
-_RULES = {
-    route.name: redaction_rules(route.name)
-    for route in BUILT_IN
-    if route.media_type == "text/event-stream"
-}
+_RULES = {route.name: redaction_rules(route.name) for route in BUILT_IN}
 
 
 class Live(NamedTuple):
@@ -694,14 +696,16 @@ def test_the_code_a_model_writes_never_reaches_the_disk(tmp_path: Path, stream: 
 # What the routes judge by (docs/users/recorder.md): kept verbatim, so never a canary.
 _VOCABULARY_KEYS = {
     "type", "object", "role", "finish_reason", "stop_reason", "finishReason", "blockReason",
-    "status", "model", "modelVersion", "reason", "code",
+    "status", "model", "modelVersion", "reason", "code", "stopReason", "completionReason",
+    "amazon-bedrock-guardrailAction",
 }  # fmt: skip
 _WORD = re.compile(r"[A-Za-z]{6,}")
 
 
-def _content_words(body: bytes) -> set[str]:
+def _content_words(body: bytes, events: list[tuple[str, str]] | None = None) -> set[str]:
     """Words of the body's content (string values, comments, non-JSON data) that are nowhere
-    else in it (JSON keys, vocabulary values, event names, ``[DONE]``)."""
+    else in it (JSON keys, vocabulary values, event names, ``[DONE]``). ``events``: its
+    (name, data) when it is no SSE (``_frame_events``)."""
     content: set[str] = set()
     kept: set[str] = {"DONE", "REDACTED"}
 
@@ -716,13 +720,16 @@ def _content_words(body: bytes) -> set[str]:
         elif isinstance(value, str):
             (kept if key in _VOCABULARY_KEYS else content).update(_WORD.findall(value))
 
-    for event in SSEParser().feed(body):
-        kept.update(_WORD.findall(event.event))
+    sse = events is None
+    if events is None:
+        events = [(event.event, event.data) for event in SSEParser().feed(body)]
+    for name, data in events:
+        kept.update(_WORD.findall(name))
         try:
-            walk(json.loads(event.data), None)
+            walk(json.loads(data), None)
         except ValueError:
-            content.update(_WORD.findall(event.data))
-    for line in re.split(rb"\r\n|\r|\n", body):
+            content.update(_WORD.findall(data))
+    for line in re.split(rb"\r\n|\r|\n", body) if sse else ():
         if line.startswith(b":"):
             content.update(_WORD.findall(line.decode("utf-8", "replace")))
     return content - kept
@@ -1113,3 +1120,443 @@ def test_names_the_model_gives_a_shell_call_s_variables_never_reach_the_disk(
     assert recording is not None
     assert recording.replay().outcome is live.report.outcome
     _assert_neither_canary(recording, tmp_path)
+
+
+# -- Bedrock: AWS event streams -----------------------------------------------------------------
+
+_CONVERSE = "bedrock.converse_stream"
+_PRELUDE = 12  # total length, headers length, prelude CRC (tests/_eventstream.py)
+_INVOKE = "bedrock.invoke_model_with_response_stream"
+_BEDROCK = sorted(BEDROCK_EXPECTED)
+_FRAME_CHUNKINGS: dict[str, Chunking] = {
+    "whole": CHUNKINGS["whole"],
+    "frames": lambda body: list(es.frames(body)) or [body],
+    "random": CHUNKINGS["random"],
+}
+_CANARY_ARGUMENTS = json.dumps(
+    {"CANARYKEY": "CANARYVALUE", "n": 918273645, "x": [True, None, 0.918273645, "CANARYITEM\n"]}
+)
+
+
+def _pieces(text: str, count: int = 5) -> list[str]:
+    size = max(1, -(-len(text) // count))
+    return [text[at : at + size] for at in range(0, len(text), size)]
+
+
+def _converse_body(arguments: str = _CANARY_ARGUMENTS, stop: str = "tool_use") -> bytes:
+    """A ConverseStream answer: a text block, then a tool call whose arguments come in five
+    pieces (frames 4 to 8). Its usage numbers are kept (the route reads them): no canary."""
+    start = {"toolUse": {"toolUseId": "tooluse_CANARYID7", "name": "canary_tool_name"}}
+    usage = {"inputTokens": 12, "outputTokens": 34, "totalTokens": 46}
+    return b"".join([
+        es.event("messageStart", {"role": "assistant"}),
+        es.event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": _CANARY_TEXT}}),
+        es.event("contentBlockStop", {"contentBlockIndex": 0}),
+        es.event("contentBlockStart", {"contentBlockIndex": 1, "start": start}),
+        *(
+            es.event(
+                "contentBlockDelta",
+                {"contentBlockIndex": 1, "delta": {"toolUse": {"input": piece}}},
+            )
+            for piece in _pieces(arguments)
+        ),
+        es.event("contentBlockStop", {"contentBlockIndex": 1}),
+        es.event("messageStop", {"stopReason": stop}),
+        es.event("metadata", {"usage": usage, "metrics": {"latencyMs": 918273645}}),
+    ])  # fmt: skip
+
+
+def _claude_body(arguments: str = _CANARY_ARGUMENTS, stop: str = "tool_use") -> bytes:
+    """An InvokeModelWithResponseStream answer of Claude's events, each one base64 in a chunk:
+    text, then a tool call whose ``partial_json`` comes in five pieces (chunks 5 to 9)."""
+    message = {"id": "msg_bdrk_CANARYID", "type": "message", "role": "assistant",
+               "model": "claude-3-5-haiku", "content": [],
+               "usage": {"input_tokens": 12, "output_tokens": 1}}  # fmt: skip
+    tool = {"type": "tool_use", "id": "toolu_CANARYID", "name": "canary_tool_name", "input": {}}
+    text = {"type": "text_delta", "text": _CANARY_TEXT}
+    events = [
+        {"type": "message_start", "message": message},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": text},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": tool},
+        *(
+            {"type": "content_block_delta", "index": 1,
+             "delta": {"type": "input_json_delta", "partial_json": piece}}
+            for piece in _pieces(arguments)
+        ),
+        {"type": "content_block_stop", "index": 1},
+        {"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 34}},
+        {"type": "message_stop",
+         "amazon-bedrock-invocationMetrics": {"inputTokenCount": 12, "outputTokenCount": 34}},
+    ]  # fmt: skip
+    return b"".join(es.chunk(event) for event in events)
+
+
+def _flipped(body: bytes, at: int) -> bytes:
+    return body[:at] + bytes([body[at] ^ 1]) + body[at + 1 :]
+
+
+def _resealed(frame: bytearray) -> bytes:
+    """A frame edited after its prelude, its message CRC made right again."""
+    return bytes(frame[:-4]) + struct.pack(">I", zlib.crc32(frame[:-4]))
+
+
+def _odd_frames() -> dict[str, bytes]:
+    """Frames whose CRCs are right but whose header block is unusual."""
+    text = b'{"contentBlockIndex":0,"delta":{"text":"CANARY in odd frames"}}'
+    unparsable = bytearray(es.event("contentBlockDelta", text))
+    unparsable[_PRELUDE + 1 + len(":event-type")] = 11  # the first header's type: none is 11
+    # A timestamp header (type 8) where a string of six bytes was: its 8 value bytes are the
+    # string's length and text.
+    headers = {":date": "CANARY", ":event-type": "contentBlockDelta", ":message-type": "event"}
+    stamped = bytearray(es.frame(headers, text))
+    stamped[_PRELUDE + 1 + len(":date")] = 8
+    short = struct.pack(">II", 8, 0)  # a frame shorter than a prelude and CRC: its CRC is right
+    return {
+        "unparsable": _resealed(unparsable),
+        "stamped": _resealed(stamped),
+        "too-short": short + struct.pack(">I", zlib.crc32(short)) + b"CANARY after it",
+    }
+
+
+def _bedrock_cases() -> dict[str, tuple[str, Case]]:
+    """Name -> (the live outcome, the stream), for a stream of every outcome a Bedrock body can
+    have and every way its frames can end."""
+    converse, claude, odd = _converse_body(), _claude_body(), _odd_frames()
+    ends, chunk_ends = es.frame_ends(converse), es.frame_ends(claude)
+    bad_utf8 = es.event(
+        "contentBlockDelta", b'{"contentBlockIndex":0,"delta":{"text":"CANARY \xff\xe2\x82 x"}}'
+    )
+
+    def chunk(encoded: str) -> bytes:
+        return es.event("chunk", {"bytes": encoded, "p": "abcdefghijCANARY"})
+
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    return {
+        "complete": ("complete", Case(converse, _CONVERSE)),
+        "incomplete": ("incomplete", Case(_converse_body(stop="max_tokens"), _CONVERSE)),
+        "arguments-cut-by-max-tokens": (
+            "incomplete",
+            Case(_converse_body(_CANARY_ARGUMENTS[:30], "max_tokens"), _CONVERSE),
+        ),
+        "arguments-invalid": ("payload_error", Case(_converse_body('{"CANARY": tru'), _CONVERSE)),
+        "arguments-trailing": (
+            "payload_error",
+            Case(_converse_body(_CANARY_ARGUMENTS + ' {"CANARYMORE": 1}'), _CONVERSE),
+        ),
+        "cut-inside-a-frame": ("truncated", Case(converse[: ends[5] + 30], _CONVERSE)),
+        "cut-inside-a-prelude": ("truncated", Case(converse[: ends[5] + 7], _CONVERSE)),
+        "cut-between-frames": ("truncated", Case(converse[: ends[-3]], _CONVERSE)),
+        "cut-transport": (
+            "truncated",
+            Case(converse[: ends[5] + 30], _CONVERSE, error="transport"),
+        ),
+        "timeout": ("timeout", Case(converse[: ends[5] + 30], _CONVERSE, error="timeout")),
+        "cancelled": ("cancelled", Case(converse[: ends[6]], _CONVERSE, error="cancelled")),
+        "message-crc": ("decode_error", Case(_flipped(converse, ends[5] + 40), _CONVERSE)),
+        "prelude-crc": ("decode_error", Case(_flipped(converse, ends[5] + 2), _CONVERSE)),
+        "unparsable-headers": (
+            "decode_error",
+            Case(converse[: ends[5]] + odd["unparsable"] + converse[ends[5] :], _CONVERSE),
+        ),
+        "lengths-the-format-forbids": (
+            "decode_error",
+            Case(converse[: ends[5]] + odd["too-short"], _CONVERSE),
+        ),
+        "junk-after-the-frames": (
+            "decode_error",
+            Case(converse + b'{"message":"CANARY internal failure"}', _CONVERSE),
+        ),
+        "short-junk-after-the-frames": ("truncated", Case(converse + b"CANARY!", _CONVERSE)),
+        "invalid-utf8": (
+            "decode_error",
+            Case(converse[: ends[0]] + bad_utf8 + converse[ends[0] :], _CONVERSE),
+        ),
+        "a-timestamp-header": (
+            "complete",
+            Case(converse[: ends[0]] + odd["stamped"] + converse[ends[0] :], _CONVERSE),
+        ),
+        "throttled": (
+            "rate_limited",
+            Case(
+                converse[: ends[5]] + es.exception("throttlingException", "CANARY slow"), _CONVERSE
+            ),
+        ),
+        "exception": (
+            "provider_error",
+            Case(
+                claude[: chunk_ends[3]] + es.exception("modelStreamErrorException", "CANARY"),
+                _INVOKE,
+            ),
+        ),
+        "error-frame": (
+            "provider_error",
+            Case(
+                converse[: ends[5]] + es.error_frame("InternalFailure", "CANARY went wrong"),
+                _CONVERSE,
+            ),
+        ),
+        "buffer-limit-frame": (
+            "buffer_limit",
+            Case(converse, _CONVERSE, Limits(max_event_bytes=200)),
+        ),
+        "buffer-limit-arguments": (
+            "buffer_limit",
+            Case(converse, _CONVERSE, Limits(max_tool_argument_chars=6)),
+        ),
+        "buffer-limit-events": ("buffer_limit", Case(claude, _INVOKE, Limits(max_events=5))),
+        "invoke-complete": ("complete", Case(claude, _INVOKE)),
+        "invoke-arguments-invalid": ("payload_error", Case(_claude_body('{"CANARY": [}'), _INVOKE)),
+        "invoke-cut-in-a-chunk": ("truncated", Case(claude[: chunk_ends[6] + 50], _INVOKE)),
+        "invoke-message-crc": ("decode_error", Case(_flipped(claude, chunk_ends[6] + 60), _INVOKE)),
+        "invoke-not-base64": ("payload_error", Case(chunk("CANARY!!") + claude, _INVOKE)),
+        "invoke-base64-not-utf8": (
+            "payload_error",
+            Case(claude[: chunk_ends[2]] + chunk(b64(b"\xff\xfeCANARY\xc3")), _INVOKE),
+        ),
+        "invoke-base64-not-json": (
+            "payload_error",
+            Case(chunk(b64(b"CANARY plain text")) + claude, _INVOKE),
+        ),
+    }
+
+
+BEDROCK_CASES = _bedrock_cases()
+
+
+def _frames_read(body: bytes, limits: Limits | None) -> tuple[Any, ...]:
+    """What the framer makes of ``body``: each frame's event and decoded size, then where and
+    why it stopped."""
+    parser = EventStreamParser(max_event_bytes=(limits or Limits()).max_event_bytes)
+    events = parser.feed(body)
+    parser.close()
+    return (
+        [(event.event, len(event.data)) for event in events],
+        parser.corrupt,
+        parser.limit_exceeded,
+        parser.pending_event_chars,
+        parser.decode_error_count,
+        parser.decoded_chars,
+    )
+
+
+def _frame_events(body: bytes) -> list[tuple[str, str]]:
+    """(name, data) of each frame the framer reads; a chunk's data without its base64
+    ``bytes``, then its own event, decoded, named ``""``."""
+    found = []
+    for event in EventStreamParser(max_event_bytes=len(body) + 16).feed(body):
+        try:
+            part = json.loads(event.data)
+            inner = base64.b64decode(part.pop("bytes"), validate=True)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            found.append((event.event, event.data))
+            continue
+        found.append((event.event, json.dumps(part)))
+        found.append(("", inner.decode("utf-8", "replace")))
+    return found
+
+
+def _frame_texts(body: bytes) -> list[str]:
+    """Every text a body holds, decoded: its bytes, each frame's name and data (its JSON's
+    escapes decoded), each chunk's own event."""
+    texts = [body.decode("utf-8", "replace")]
+    for name, data in _frame_events(body):
+        texts += [name, data]
+        try:
+            texts.append(json.dumps(json.loads(data), ensure_ascii=False))
+        except ValueError:
+            pass
+    return texts
+
+
+@pytest.mark.parametrize("chunking", _FRAME_CHUNKINGS)
+@pytest.mark.parametrize("name", _BEDROCK)
+def test_every_bedrock_fixture_replays_to_its_live_report(
+    tmp_path: Path, name: str, chunking: str
+) -> None:
+    body = read_fixture(name)
+    live = _record(tmp_path, body, BEDROCK_EXPECTED[name].route, _FRAME_CHUNKINGS[chunking])
+    assert live.report.outcome.value == BEDROCK_EXPECTED[name].outcome
+    recording = _replays(live)
+    skeleton = _skeleton(recording)
+    assert [len(chunk) for _, chunk in recording.chunks] == [
+        len(chunk) for chunk in _FRAME_CHUNKINGS[chunking](body)
+    ]
+    assert _frames_read(skeleton, None) == _frames_read(body, None)
+    assert es.frame_ends(skeleton) == es.frame_ends(body)
+
+
+@pytest.mark.parametrize("chunking", CHUNKINGS)
+@pytest.mark.parametrize("case", BEDROCK_CASES)
+def test_a_bedrock_stream_of_every_outcome_replays_to_its_live_report(
+    tmp_path: Path, case: str, chunking: str
+) -> None:
+    """The skeleton's frames read as the body's did (each event, a corrupt frame refused by the
+    same check, a cut frame held as long), and the replay reports what the live monitor did."""
+    outcome, (body, route, limits, error, _) = BEDROCK_CASES[case]
+    live = _record(tmp_path, body, route, CHUNKINGS[chunking], limits=limits, error=error)
+    assert live.report.outcome.value == outcome
+    recording = _replays(live)
+    assert _frames_read(_skeleton(recording), limits) == _frames_read(body, limits)
+
+
+def test_the_bedrock_cases_reach_every_outcome_a_bedrock_body_can_have() -> None:
+    reached = {outcome for outcome, _ in BEDROCK_CASES.values()}
+    # eof_unverified and terminal_missing: no terminal-less family here; the rest are header
+    # refusals (the same for every route) and internal_error.
+    assert reached == {o.value for o in Outcome} - {
+        "eof_unverified", "terminal_missing", "http_error", "protocol_error", "internal_error"
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BEDROCK_CASES)
+def test_no_bedrock_content_reaches_the_disk(tmp_path: Path, case: str) -> None:
+    """The canaries (text, tool names and arguments, ids, exception messages, an error frame's
+    ``:error-message``, a non-string header's bytes, bytes that are no frame) are in each body,
+    also inside the chunks' base64; none is in the skeleton, in any of its decodings, or in the
+    files."""
+    _, (body, route, limits, error, _) = BEDROCK_CASES[case]
+    live = _record(tmp_path, body, route, CHUNKINGS["random"], limits=limits, error=error)
+    recording = live.recording
+    assert recording is not None
+    assert any("CANARY" in text for text in _frame_texts(body))
+    skeleton = _frame_texts(_skeleton(recording))
+    files = b"".join(path.read_bytes() for path in tmp_path.iterdir())
+    for canary in _CANARIES:
+        assert not [text for text in skeleton if canary in text], canary
+        assert canary.encode() not in files
+
+
+@pytest.mark.parametrize("name", _BEDROCK)
+def test_no_word_of_a_bedrock_fixtures_content_reaches_the_disk(tmp_path: Path, name: str) -> None:
+    body = read_fixture(name)
+    recording = _replays(_record(tmp_path, body, BEDROCK_EXPECTED[name].route))
+    canaries = _content_words(body, _frame_events(body))
+    assert canaries  # each fixture has text of its own
+    # Whole words: a word of the text may be part of a kept one ("assist", role "assistant").
+    texts = [text for event in _frame_events(_skeleton(recording)) for text in event]
+    skeleton = set(_WORD.findall("\n".join(texts)))
+    assert not canaries & skeleton
+
+
+def test_a_bedrock_skeleton_keeps_headers_json_structure_and_the_arguments_shape(
+    tmp_path: Path,
+) -> None:
+    converse = _converse_body()
+    ends = es.frame_ends(converse)
+    body = converse[: ends[-3]] + es.error_frame("InternalFailure", "CANARY went wrong")
+    recording = _replays(_record(tmp_path, body, _CONVERSE, CHUNKINGS["one-byte"]))
+    skeleton = _skeleton(recording)
+    assert es.frame_ends(skeleton) == es.frame_ends(body)
+    # Headers: every name and protocol value kept; an error frame's message is free text.
+    for frame, kept in zip(es.frames(skeleton), es.frames(body), strict=True):
+        assert frame[:_PRELUDE] == kept[:_PRELUDE]
+        if b":error-message" not in kept:
+            headers_end = _PRELUDE + struct.unpack_from(">I", kept, 4)[0]
+            assert frame[_PRELUDE:headers_end] == kept[_PRELUDE:headers_end]
+    assert es.header(":error-code", "InternalFailure") in skeleton
+    assert es.header(":error-message", "[REDACTED][REDACT") in skeleton
+    # Payloads: the same JSON keys; the indexes and the stop kept; the arguments' JSON shape
+    # kept across the pieces, its content not.
+    original, redacted = _frame_events(body), _frame_events(skeleton)
+    assert [name for name, _ in redacted] == [name for name, _ in original]
+    payloads = [json.loads(data) for name, data in redacted[:-1]]
+    assert [p.get("contentBlockIndex") for p in payloads] == [
+        json.loads(data).get("contentBlockIndex") for _, data in original[:-1]
+    ]
+    arguments = "".join(
+        p["delta"]["toolUse"]["input"] for p in payloads if "toolUse" in p.get("delta", {})
+    )
+    assert arguments == (
+        '{"[REDACTED": "[REDACTED][", "[": 100000000, "[": [true, null, 0.100000000, '
+        '"[REDACTED]\\n"]}'
+    )
+
+
+def test_every_framer_has_a_skeleton() -> None:
+    """A body of any registered route can be recorded: ``keep()`` never raises for a body."""
+    assert set(_SKELETONS) == set(FRAMERS)
+
+
+# Frames and bytes a damaged body may gain.
+_FRAME_SNIPPETS = [
+    es.exception("throttlingException"), es.error_frame("InternalFailure"),
+    es.event("messageStop", {"stopReason": "end_turn"}), es.chunk({"type": "message_stop"}),
+    b"\x00" * 12, b"CANARY", b"\xff", *_odd_frames().values(),
+]  # fmt: skip
+
+
+@st.composite
+def _damaged_frames(draw: st.DrawFn) -> tuple[bytes, str]:
+    name = draw(st.sampled_from(_BEDROCK))
+    body = bytearray(read_fixture(name))
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, len(body) - 1))
+        how = draw(st.sampled_from(["flip", "delete", "insert"]))
+        if how == "flip":
+            body[at] ^= 1 << draw(st.integers(0, 7))
+        elif how == "delete":
+            del body[at : at + draw(st.integers(1, 20))]
+        else:
+            body[at:at] = draw(st.sampled_from(_FRAME_SNIPPETS))
+    if draw(st.booleans()):
+        del body[draw(st.integers(0, len(body))) :]
+    return bytes(body), BEDROCK_EXPECTED[name].route
+
+
+@settings(
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    damaged=_damaged_frames(),
+    seed=st.integers(0, 2**32),
+    error=st.sampled_from([None, "transport", "cancelled"]),
+    limits=st.sampled_from([None, Limits(max_event_bytes=300), Limits(max_events=5)]),
+)
+def test_a_cut_or_corrupted_bedrock_fixture_replays_to_its_live_report(
+    tmp_path_factory: pytest.TempPathFactory,
+    damaged: tuple[bytes, str],
+    seed: int,
+    error: StreamError | None,
+    limits: Limits | None,
+) -> None:
+    body, route = damaged
+    chunking = lambda data: random_split(data, random.Random(seed))  # noqa: E731
+    directory = tmp_path_factory.mktemp("damaged")
+    recording = _replays(_record(directory, body, route, chunking, limits=limits, error=error))
+    assert _frames_read(_skeleton(recording), limits) == _frames_read(body, limits)
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_otelsse_inspect_replays_a_bedrock_recording_and_lists_its_frames(
+    tmp_path: Path, as_json: bool
+) -> None:
+    body = _claude_body()
+    body = body[: es.frame_ends(body)[6] + 50]  # cut inside a chunk of the tool's arguments
+    live = _record(tmp_path, body, _INVOKE, CHUNKINGS["random"], error="transport")
+    assert live.recording is not None
+    (path,) = _recordings(tmp_path)
+    out = io.StringIO()
+    status = main(["inspect", str(path), "--events", *(["--json"] if as_json else [])], out)
+    assert status == 1
+    frames = [name for name, _ in _frame_events(body) if name]
+    assert frames == ["chunk"] * 7
+    if as_json:
+        document = json.loads(out.getvalue())
+        assert document["verdict"] == "truncated"
+        assert document["recording.live_outcome"] == "truncated"
+        assert [event["event"] for event in document["events"]] == frames
+        return
+    verdict, replay, _, table, *rows = out.getvalue().splitlines()
+    assert verdict.startswith("truncated: ")
+    assert (
+        replay == f"replay: matches the live outcome (truncated) of recording {live.recording.id}"
+    )
+    assert table.split() == ["#", "event", "data", "chars"]
+    listed = [row.split() for row in rows[: len(frames)]]
+    assert [(int(number), name) for number, name, _ in listed] == list(enumerate(frames))

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from struct import Struct
+from typing import NamedTuple
 from zlib import crc32
 
 from .._exceptions import ParserClosedError
@@ -52,8 +53,18 @@ __all__ = [
     "ERROR_EVENT",
     "EVENT_STREAM_MEDIA_TYPE",
     "EXCEPTION_EVENT",
+    "PRELUDE_BYTES",
+    "PROTOCOL_HEADERS",
     "EventStreamParser",
+    "FrameLayout",
+    "FrameSpan",
+    "Header",
     "encode_frame",
+    "filler",
+    "frame_layout",
+    "header_spans",
+    "reseal",
+    "unreadable_headers",
 ]
 
 EVENT_STREAM_MEDIA_TYPE = "application/vnd.amazon.eventstream"
@@ -364,3 +375,115 @@ def encode_frame(headers: Iterable[tuple[str, str]], payload: bytes) -> bytes:
     prelude = total.to_bytes(4, "big") + len(block).to_bytes(4, "big")
     message = prelude + _CRC_STRUCT.pack(crc32(prelude)) + block + payload
     return message + _CRC_STRUCT.pack(crc32(message))
+
+
+# -- a body's frames in place, for whoever rewrites them without changing the verdict (the recorder)
+
+#: Bytes of a prelude: total length, headers length, prelude CRC.
+PRELUDE_BYTES = _PRELUDE
+#: The string headers that name a frame and its payload's type: bounded identifiers. Every
+#: other header (an error frame's ``:error-message``) may be free text.
+PROTOCOL_HEADERS = frozenset(
+    name.decode() for name in (_MESSAGE_TYPE, *_NAMED_BY.values(), b":content-type")
+)
+
+
+class FrameSpan(NamedTuple):
+    """Where one frame of a body is (``frame_layout``); offsets in the body."""
+
+    start: int
+    #: Where its headers end and its payload begins.
+    payload: int
+    #: After its message CRC.
+    end: int
+    #: Its envelope's name (``SSEEvent.event``); ``""`` for a frame the parser refused.
+    event: str
+
+
+class FrameLayout(NamedTuple):
+    """A body as ``EventStreamParser`` reads it: its frames, then where and why it stopped."""
+
+    #: Each frame it dispatched, in order: the i-th event of ``feed(body)`` is the i-th frame.
+    frames: list[FrameSpan]
+    #: The whole frame that failed its message CRC or whose header block does not parse (its
+    #: prelude passed), else None.
+    refused: FrameSpan | None
+    #: Where the bytes that no span above covers begin.
+    rest: int
+    #: Those bytes start with a prelude that passed its CRC: of a frame EOF cut, of one longer
+    #: than ``max_event_bytes``, or of lengths the format forbids.
+    prelude: bool
+
+
+class Header(NamedTuple):
+    """One header of a header block (``header_spans``); offsets in the block."""
+
+    name: str
+    #: Where its value's bytes are (a string's or byte array's after their length).
+    start: int
+    end: int
+    #: Of value type 7, a string.
+    string: bool
+
+
+def frame_layout(body: bytes, *, max_event_bytes: int) -> FrameLayout:
+    """Where the frames of ``body`` are, read by ``EventStreamParser(max_event_bytes=...)``."""
+    parser = EventStreamParser(max_event_bytes=max_event_bytes)
+    events = parser.feed(body)
+    frames, at = [], 0
+    for event in events:
+        total, headers_len, _ = _PRELUDE_STRUCT.unpack_from(body, at)
+        frames.append(FrameSpan(at, at + _PRELUDE + headers_len, at + total, event.event))
+        at += total
+    refused = None
+    if parser.corrupt in ("message_crc", "headers"):
+        total, headers_len, _ = _PRELUDE_STRUCT.unpack_from(body, at)
+        refused = FrameSpan(at, at + _PRELUDE + headers_len, at + total, "")
+        at += total
+    # A corrupt prelude stops the parser at its CRC; a "length" one passed it, as has any
+    # prelude of a frame too long or cut (the CRC is checked as soon as twelve bytes are in).
+    prelude = refused is None and parser.corrupt in (None, "length") and len(body) - at >= _PRELUDE
+    return FrameLayout(frames, refused, at, prelude)
+
+
+def header_spans(block: bytes) -> list[Header] | None:
+    """The headers of ``block``, in order; None when the parser refuses it."""
+    try:
+        _read_headers(block)
+    except _NotAFrame:
+        return None
+    headers, at = [], 0
+    while at < len(block):
+        name_end = at + 1 + block[at]
+        name = block[at + 1 : name_end].decode()
+        kind = block[name_end]
+        at = name_end + 1
+        width = _VALUE_BYTES[kind]
+        if width is None:  # a string or byte array: a uint16 length, then its bytes
+            at += 2
+            width = block[at - 2] << 8 | block[at - 1]
+        headers.append(Header(name, at, at + width, kind == 7))
+        at += width
+    return headers
+
+
+def unreadable_headers(size: int) -> bytes:
+    """A header block of ``size`` bytes (at least one) that does not parse: a name length of
+    255 runs past a block of up to 256 bytes, and in a longer one value type 255 is none."""
+    return b"\xff" * size
+
+
+def filler(size: int) -> bytes:
+    """``size`` bytes that are no frame, as the bytes after a frame the parser refused are: at
+    least twelve are a prelude whose CRC fails (the CRC-32 of eight zero bytes is not zero),
+    fewer a prelude that EOF cut."""
+    return bytes(size)
+
+
+def reseal(frame: bytes, original: bytes) -> bytes:
+    """``frame``, a rewrite of the frame ``original`` of its length and prelude, with its
+    message CRC computed again: wrong by as much as the original's was, so that a parser
+    refuses the rewrite exactly where it refused the original."""
+    (stored,) = _CRC_STRUCT.unpack_from(original, len(original) - 4)
+    wrong = stored ^ crc32(original[:-4])
+    return frame[:-4] + _CRC_STRUCT.pack(crc32(frame[:-4]) ^ wrong)

@@ -3,7 +3,8 @@
 A route declares the media type its streams have (``Route.media_type``); the monitor reads the
 body with that media type's framer, and everything above the envelope (routes, accumulators,
 the monitor, the reader, the gate, telemetry) is the same for every framer. Adding a framer is
-one module in this package that satisfies ``Framer``, and one line in ``FRAMERS``.
+one module in this package that satisfies ``Framer``, one line in ``FRAMERS``, and for the
+flight recorder a skeleton builder of its bytes (``_SKELETONS`` in ``otelsse/recorder.py``).
 """
 
 from __future__ import annotations

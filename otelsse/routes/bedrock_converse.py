@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 from .._core.events import SSEEvent
 from .._core.eventstream import EVENT_STREAM_MEDIA_TYPE
 from .._core.state import FUNCTION, SERVER, StreamState, ToolCall
-from ._base import Request, Route, handles, parse_object
+from ._base import Redaction, Request, Route, handles, parse_object
 from ._bedrock import PROVIDER, bedrock_model, on_exception
 
 __all__ = ["BedrockConverseRoute"]
@@ -51,6 +51,13 @@ class BedrockConverseRoute(Route):
     example_request: ClassVar[tuple[str, str] | None] = (
         "POST",
         "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse-stream",
+    )
+    redaction: ClassVar[Redaction | None] = Redaction(
+        words=frozenset({"stopReason", "role", "type"}),
+        ids=frozenset({"toolUseId"}),
+        numbers=frozenset({"contentBlockIndex"}),
+        usage=frozenset({"usage"}),
+        fragments=frozenset({"input"}),  # contentBlockDelta's toolUse.input
     )
 
     _OPERATION = "/converse-stream"

@@ -46,7 +46,7 @@ from .._core.events import SSEEvent
 from .._core.eventstream import EVENT_STREAM_MEDIA_TYPE
 from .._core.json import JSONDecodeError, loads
 from .._core.state import StreamState
-from ._base import CHUNK, Request, Route, handles, parse_object
+from ._base import CHUNK, Redaction, Request, Route, handles, parse_object
 from ._bedrock import PROVIDER, bedrock_model, on_exception
 from .anthropic_messages import AnthropicMessagesRoute
 from .bedrock_converse import BedrockConverseRoute
@@ -140,6 +140,17 @@ class _OtherModelOnBedrock(GenericRoute):
         return None if payload is None else (CHUNK, payload)
 
 
+def _every_family(*rules: Redaction | None) -> Redaction:
+    """The families' rules at once, field by field: which family a stream is of, its first
+    event tells."""
+    declared = [each for each in rules if each is not None]
+
+    def union(field: str) -> frozenset[str]:
+        return frozenset().union(*(getattr(each, field) or () for each in declared))
+
+    return Redaction(**{field: union(field) for field in Redaction._fields})
+
+
 class BedrockInvokeRoute(Route):
     name: ClassVar[str] = _NAME
     media_type: ClassVar[str] = EVENT_STREAM_MEDIA_TYPE
@@ -150,6 +161,15 @@ class BedrockInvokeRoute(Route):
     example_request: ClassVar[tuple[str, str] | None] = (
         "POST",
         f"/model/anthropic.claude-3-haiku-20240307-v1%3A0{_OPERATION}",
+    )
+    # Of the model's own events, inside each chunk's base64 ``bytes``.
+    redaction: ClassVar[Redaction | None] = _every_family(
+        AnthropicMessagesRoute.redaction,
+        BedrockConverseRoute.redaction,
+        Redaction(
+            words=frozenset({_LlamaOnBedrock.stop_key, _TitanOnBedrock.stop_key, _GUARDRAIL}),
+            usage=frozenset({_METRICS}),
+        ),
     )
 
     @classmethod

@@ -3,11 +3,14 @@
 A stream that did not end ``complete`` leaves a redacted skeleton whose id is on its span; the
 skeleton replays to the span's outcome and holds none of the body's content. A recorder that
 fails is contained and counted like every other otelsse failure. Real server on 127.0.0.1, real
-httpx, real SDK, real files (the recorder's own rules are tested in tests/test_recorder.py).
+httpx and botocore (Bedrock's event streams), real SDK, real files (the recorder's own rules are
+tested in tests/test_recorder.py).
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,11 +19,22 @@ import httpx
 import pytest
 
 from otelsse import semconv
+from otelsse._core.eventstream import EventStreamParser
 from otelsse._instrumentor import RECORDER_DIR_ENV
 from otelsse.recorder import FlightRecorder, load_recording
+from tests import _eventstream as es
 from tests._fixtures import read_fixture
 from tests._otel import Telemetry
 from tests._server import Reply, SSEServer
+from tests.instrumentation.test_botocore import (
+    CONVERSE_PATH,
+    INVOKE_PATH,
+    contents,
+    converse,
+    corrupted,
+    invoke,
+    served,
+)
 
 TOOLS = "real/openai-chat-parallel-tool-calls.sse"
 PATH = "/v1/chat/completions"
@@ -207,3 +221,54 @@ def test_a_recorder_that_cannot_write_is_contained_and_counted(
     assert semconv.RECORDING_ID not in attributes
     assert errors["record"] == 1
     assert sum(errors.values()) == 1
+
+
+def _frame_texts(skeleton: bytes) -> str:
+    """A Bedrock skeleton's bytes and frames as text, each invoke chunk's own event decoded."""
+    texts = [skeleton.decode("utf-8", "replace")]
+    for event in EventStreamParser(max_event_bytes=len(skeleton) + 16).feed(skeleton):
+        texts.append(event.data)
+        if event.event == "chunk":
+            texts.append(base64.b64decode(json.loads(event.data)["bytes"]).decode())
+    return "\n".join(texts)
+
+
+def test_a_failed_bedrock_stream_leaves_a_skeleton_of_its_frames(
+    server: SSEServer, tmp_path: Path
+) -> None:
+    """botocore's two operations: a ConverseStream body with a corrupt frame (botocore raises
+    its checksum error) and a Claude invoke body cut inside a chunk. Each span names its
+    recording, whose frames replay to the span's verdict; no content the application got is on
+    disk, not even inside the chunks' base64."""
+    text = read_fixture("real/bedrock-converse-stream-text.eventstream")
+    claude = read_fixture("real/bedrock-invoke-stream-claude-text-and-tool-use.eventstream")
+    ends, chunk_ends = es.frame_ends(text), es.frame_ends(claude)
+    server.route(CONVERSE_PATH, served(corrupted(text, ends[3] + 40)))
+    server.route(INVOKE_PATH, served(claude, cut=chunk_ends[len(chunk_ends) // 2] + 30))
+    complete = served(claude)  # the same answer whole: read, never recorded
+    otel = Telemetry().install(recorder=FlightRecorder(tmp_path))
+    try:
+        seen = [converse(server.url("")), invoke(server.url(""))]
+        server.route(INVOKE_PATH, complete)
+        invoke(server.url(""))
+        spans = [dict(span.attributes or {}) for span in otel.spans()]
+    finally:
+        otel.uninstall()
+    assert [span[semconv.OUTCOME] for span in spans] == ["decode_error", "truncated", "complete"]
+    assert semconv.RECORDING_ID not in spans[2]
+    found = recordings(tmp_path)
+    assert set(found) == {span[semconv.RECORDING_ID] for span in spans[:2]}
+    on_disk = b"".join(path.read_bytes() for path in found.values())
+    skeletons = []
+    for span in spans[:2]:
+        recording = load_recording(found[str(span[semconv.RECORDING_ID])])
+        replayed = recording.replay()
+        assert replayed.outcome.value == recording.outcome == span[semconv.OUTCOME]
+        assert replayed.event_count == span[semconv.EVENT_COUNT]
+        assert replayed.bytes_received == span[semconv.BYTES_RECEIVED]
+        skeletons.append(_frame_texts(b"".join(chunk for _, chunk in recording.chunks)))
+    pieces = [piece for got in seen for piece in contents(got)]
+    assert len(pieces) > 5  # the application got text and tool arguments, before the fault
+    for piece in pieces:
+        assert piece.encode() not in on_disk
+        assert not [skeleton for skeleton in skeletons if piece in skeleton], piece
