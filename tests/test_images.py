@@ -52,6 +52,8 @@ IMAGES = {
             "otelsse._demo.provider",
             "openai",
             "anthropic",
+            "boto3.session",
+            "botocore.config",
             "httpx",
             "httpx2",
             "requests",

@@ -1,12 +1,14 @@
 """A local fake LLM provider for ``otelsse demo`` and the examples: no API key, no network.
 
-It speaks the four streaming contracts otelsse knows (OpenAI Chat Completions and Responses,
-Anthropic Messages, Gemini ``streamGenerateContent``) over plain HTTP/1.1 on 127.0.0.1, and it
-misbehaves on purpose: the ``x-otelsse-demo-scenario`` request header picks how the stream ends
-(see ``SCENARIOS``). Without the header a request gets a complete answer, or a tool call when
-it offers tools. ``clean_cut`` and ``no_terminal`` end a well-formed body early or without its
-end marker: nothing at the byte level is wrong, so no client raises. Bodies imitate the real
-recorded streams closely enough for the real openai and anthropic SDKs to parse them.
+It speaks five streaming contracts otelsse knows (OpenAI Chat Completions and Responses,
+Anthropic Messages and Gemini ``streamGenerateContent`` in SSE, Amazon Bedrock ConverseStream in
+AWS's binary event stream) over plain HTTP/1.1 on 127.0.0.1, and it misbehaves on purpose: the
+``x-otelsse-demo-scenario`` request header picks how the stream ends (see ``SCENARIOS``).
+Without the header a request gets a complete answer, or a tool call when it offers tools.
+``clean_cut`` and ``no_terminal`` end a well-formed body early or without its end marker:
+nothing at the byte level is wrong, so no client raises. Bodies imitate the real recorded
+streams closely enough for the real openai and anthropic SDKs and botocore to parse them. It
+never checks a signature: boto3's SigV4 headers are ignored like any other.
 
 The server is asyncio on a background thread, so a cut connection or a stalled stream costs one
 coroutine and the demo's clients, on other threads, see exactly what a real network would show.
@@ -18,12 +20,13 @@ import asyncio
 import contextlib
 import json
 import random
-import re
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
+from urllib.parse import quote
 
+from .._core.eventstream import EVENT_STREAM_MEDIA_TYPE, encode_frame
 from ..routes import Request, get_route, match_route
 
 __all__ = [
@@ -58,14 +61,18 @@ EXPECTED_OUTCOME: dict[str, str] = {
     "unauthorized": "http_error",  # HTTP 401: the caller's credentials
     "bad_gateway": "http_error",  # HTTP 502 with an HTML page: a load balancer's, not the API's
     "gzip": "complete",  # a whole answer, gzip-coded as it streams (each event flushed)
-    "endless_line": "buffer_limit",  # a data line that never ends (cut off past 8 MiB)
+    # A data line that never ends (cut off past 8 MiB, otelsse's line ceiling); on Bedrock, a
+    # frame that never ends (its prelude declares more than otelsse's 16 MiB event ceiling,
+    # and the body ends after 9 MiB of it).
+    "endless_line": "buffer_limit",
     # The body ends cleanly (chunked, its last chunk sent) at an event boundary part-way
     # through the answer, as a gateway that times out and ends the response: half the text, or,
     # when the request offers tools, a tool call cut inside its arguments. Every client finishes
     # without an error.
     "clean_cut": "truncated",
     # The whole answer, every part stopped with success, then a clean end without the route's
-    # end marker (chat: ``data: [DONE]``; Anthropic: ``message_stop``).
+    # end marker (chat: ``data: [DONE]``; Anthropic: ``message_stop``; Bedrock: ``metadata``
+    # after ``messageStop``).
     "no_terminal": "terminal_missing",
 }
 #: Scenarios the provider answers with an HTTP error before any stream: status and error type.
@@ -73,6 +80,27 @@ HTTP_FAILURES: dict[str, tuple[int, str, str]] = {
     "rate_limited": (429, "rate_limit_exceeded", "Rate limit reached; retry later."),
     "overloaded": (503, "overloaded_error", "Overloaded; retry later."),
     "unauthorized": (401, "authentication_error", "Invalid API key."),
+}
+#: The same failures as AWS answers them: status and ``x-amzn-errortype`` (the Amazon Bedrock
+#: API reference, "ConverseStream", Errors; a request signed with unknown credentials is a 403
+#: ``UnrecognizedClientException``, AWS's "Common Errors"). botocore raises the type as its
+#: ``ClientError`` code.
+AWS_FAILURES: dict[str, tuple[int, str, str]] = {
+    "rate_limited": (
+        429,
+        "ThrottlingException",
+        "Too many requests, please wait before trying again.",
+    ),
+    "overloaded": (
+        503,
+        "ServiceUnavailableException",
+        "Bedrock is unable to process your request.",
+    ),
+    "unauthorized": (
+        403,
+        "UnrecognizedClientException",
+        "The security token included in the request is invalid.",
+    ),
 }
 SCENARIOS: tuple[str, ...] = tuple(EXPECTED_OUTCOME)
 #: The ``bad_gateway`` page, as a load balancer in front of an API sends it.
@@ -82,6 +110,9 @@ BAD_GATEWAY_PAGE = (
 #: How much of the ``endless_line`` scenario's line is sent before the server gives up: past
 #: otelsse's default line ceiling (8 MiB), so the monitor stops there.
 ENDLESS_LINE_BYTES = 9 * 1024 * 1024
+#: The length the ``endless_line`` scenario's frame declares (Bedrock), of which the server
+#: sends ``ENDLESS_LINE_BYTES``: past otelsse's default event ceiling (16 MiB).
+ENDLESS_FRAME_BYTES = 17 * 1024 * 1024
 
 #: The routes it speaks, and the model each answers as unless the request names one.
 DEFAULT_MODELS: dict[str, str] = {
@@ -89,9 +120,8 @@ DEFAULT_MODELS: dict[str, str] = {
     "openai.responses": "gpt-4.1",
     "anthropic.messages": "claude-sonnet-4-6",
     "gemini.generate_content": "gemini-2.5-flash",
+    "bedrock.converse_stream": "anthropic.claude-3-5-haiku-20241022-v1:0",
 }
-# Gemini names the model in the path: ``/v1beta/models/{model}:streamGenerateContent``.
-_PATH_MODEL = re.compile(r"/models/([^/:]+):")
 
 _ANSWER_TEXT = (
     "Server-Sent Events end when the provider says so, not when the socket goes quiet. "
@@ -406,22 +436,88 @@ def _gemini(turn: Turn) -> list[bytes]:
     return [*events, _sse(last)]
 
 
-_RENDER: dict[str, Callable[[Turn], list[bytes]]] = {
-    "openai.chat_completions": _chat,
-    "openai.responses": _responses,
-    "anthropic.messages": _anthropic,
-    "gemini.generate_content": _gemini,
-}
+def _bedrock_frame(
+    kind: str, payload: dict[str, Any] | bytes, message_type: str = "event"
+) -> bytes:
+    """One frame as Bedrock sends it: three string headers in this order (every recorded body),
+    then the member's JSON object (AWS, "Event stream encoding"; the Amazon Bedrock API
+    reference, "ConverseStream" and "ConverseStreamOutput")."""
+    named_by = ":event-type" if message_type == "event" else ":exception-type"
+    headers = [
+        (named_by, kind),
+        (":content-type", "application/json"),
+        (":message-type", message_type),
+    ]
+    if not isinstance(payload, bytes):
+        payload = json.dumps(payload, separators=(",", ":")).encode()
+    return encode_frame(headers, payload)
+
+
+def _bedrock(turn: Turn) -> list[bytes]:
+    # Bedrock also pads every payload with a ``p`` field of random length (the recorded bodies
+    # show it); no client reads it, so it is left out.
+    def event(kind: str, **fields: Any) -> bytes:
+        return _bedrock_frame(kind, fields)
+
+    events = [event("messageStart", role="assistant")]
+    for word in _words(turn):  # a text block needs no contentBlockStart: its first delta opens it
+        events.append(event("contentBlockDelta", contentBlockIndex=0, delta={"text": word + " "}))
+    if turn.scenario == "clean_cut" and not _tool_answer(turn):
+        return events  # half the text, its block still open
+    if turn.scenario == "provider_error":
+        # A modelled exception of the ConverseStreamOutput union, as an exception frame.
+        error = {
+            "message": "The model encountered an error while streaming. Try your request again.",
+            "originalStatusCode": 500,
+        }
+        return [*events, _bedrock_frame("modelStreamErrorException", error, "exception")]
+    events.append(event("contentBlockStop", contentBlockIndex=0))
+    stop = "max_tokens" if turn.scenario == "incomplete" else "end_turn"
+    if _tool_answer(turn):
+        tool = {"toolUseId": f"tooluse_{turn.request_id}", "name": _TOOL_NAME}
+        events.append(event("contentBlockStart", contentBlockIndex=1, start={"toolUse": tool}))
+        events += [
+            event("contentBlockDelta", contentBlockIndex=1, delta={"toolUse": {"input": piece}})
+            for piece in _argument_pieces(turn)
+        ]
+        if turn.scenario == "clean_cut":
+            return events  # inside the tool block's input: no stop, no messageStop
+        events.append(event("contentBlockStop", contentBlockIndex=1))
+        stop = "tool_use"
+    events.append(event("messageStop", stopReason=stop))
+    if turn.scenario == "no_terminal":
+        return events  # every block closed, a success stop, then no metadata
+    usage = {"inputTokens": 24, "outputTokens": turn.words + 1, "totalTokens": 25 + turn.words}
+    return [*events, event("metadata", usage=usage, metrics={"latencyMs": 300 + 20 * turn.words})]
+
+
+def _endless_line() -> bytes:
+    """A data line that never ends: the start of an event, then text past 8 MiB."""
+    return b'data: {"text": "' + b"x" * ENDLESS_LINE_BYTES
+
+
+def _endless_frame() -> bytes:
+    """A frame that never ends: a ``contentBlockDelta`` whose prelude declares more than
+    otelsse's event ceiling (``Limits.max_event_bytes``, 16 MiB), though less than the
+    format's payload maximum (24 MiB, which botocore enforces), cut off after 9 MiB."""
+    text = b"x" * ENDLESS_FRAME_BYTES
+    payload = b'{"contentBlockIndex":0,"delta":{"text":"' + text + b'"}}'
+    return _bedrock_frame("contentBlockDelta", payload)[:ENDLESS_LINE_BYTES]
+
+
 #: (route, scenario) pairs the provider refuses (400). Gemini sends function-call arguments as
 #: a JSON object, never as text: they cannot be cut. ``no_terminal`` needs a route that knows an
 #: answer is whole before its end marker: on Responses the stop arrives only in the terminal
 #: itself (``response.completed``), and Gemini has no end marker (the last ``finishReason`` is
-#: the end), so on both a whole answer without its end is no different from a cut one.
+#: the end), so on both a whole answer without its end is no different from a cut one. AWS
+#: never content-codes an event stream (botocore reads the body's bytes as frames, uncoded):
+#: no ``gzip`` on Bedrock.
 UNSUPPORTED: frozenset[tuple[str, str]] = frozenset(
     {
         ("gemini.generate_content", "tool_call_invalid"),
         ("gemini.generate_content", "no_terminal"),
         ("openai.responses", "no_terminal"),
+        ("bedrock.converse_stream", "gzip"),
     }
 )
 #: Pairs refused only when the request offers tools: a ``clean_cut`` then cuts a tool call's
@@ -431,17 +527,10 @@ UNSUPPORTED_WITH_TOOLS: frozenset[tuple[str, str]] = frozenset(
 )
 
 
-def script_events(route: str, turn: Turn) -> list[bytes]:
-    """The SSE events of an answer in ``route``'s format: the whole answer (before any cut or
-    stall on the wire), except for ``clean_cut`` and ``no_terminal``, whose events stop where
-    the body ends."""
-    return _RENDER[route](turn)
-
-
 class _Reply(NamedTuple):
     status: int
     headers: list[tuple[str, str]]
-    events: list[bytes]  # the SSE events (empty for an error reply)
+    events: list[bytes]  # the events, SSE or frames (empty for an error reply)
     body: bytes  # an error reply's body
     first_delay: float
     gap: float  # seconds between events
@@ -449,7 +538,68 @@ class _Reply(NamedTuple):
     chunked: bool  # a truncated chunked body errors in the client; close-delimited looks clean
     stall_after: int | None  # timeout: send this many events, then go silent
     gzip: bool = False  # content-coded with gzip, each event flushed as it is sent
-    endless_line: bool = False  # after the first event, one line that never ends
+    endless: bytes | None = None  # endless_line: sent after the first event, then the end
+
+
+def _error_reply(
+    status: int, kind: str, message: str, headers: list[tuple[str, str]] | None = None
+) -> _Reply:
+    body = json.dumps({"error": {"type": kind, "message": message}}).encode()
+    said = [("content-type", "application/json"), *(headers or ())]
+    return _Reply(status, said, [], body, 0, 0, None, True, None)
+
+
+def _api_failure(status: int, kind: str, message: str) -> _Reply:
+    """An API's refusal: a quota or an overload says when to come back; bad credentials do
+    not."""
+    return _error_reply(status, kind, message, [("retry-after", "1")] if status != 401 else [])
+
+
+def _aws_failure(status: int, kind: str, message: str) -> _Reply:
+    """AWS's refusal (a REST-JSON service): the type in ``x-amzn-errortype``, which botocore
+    reads first, and ``{"message"}``; no Retry-After."""
+    body = json.dumps({"message": message}).encode()
+    headers = [("content-type", "application/json"), ("x-amzn-errortype", kind)]
+    return _Reply(status, headers, [], body, 0, 0, None, True, None)
+
+
+class _Wire(NamedTuple):
+    """How a provider answers on a route, besides its events."""
+
+    render: Callable[[Turn], list[bytes]]
+    content_type: str = "text/event-stream; charset=utf-8"
+    request_id_header: str = "x-request-id"
+    failures: Mapping[str, tuple[int, str, str]] = HTTP_FAILURES
+    failure: Callable[[int, str, str], _Reply] = _api_failure
+    endless: Callable[[], bytes] = _endless_line
+
+
+_WIRES: dict[str, _Wire] = {
+    "openai.chat_completions": _Wire(_chat),
+    "openai.responses": _Wire(_responses),
+    "anthropic.messages": _Wire(
+        _anthropic,
+        request_id_header="request-id",
+        # Anthropic's own "overloaded" status
+        failures={**HTTP_FAILURES, "overloaded": (529, *HTTP_FAILURES["overloaded"][1:])},
+    ),
+    "gemini.generate_content": _Wire(_gemini),
+    "bedrock.converse_stream": _Wire(
+        _bedrock,
+        content_type=EVENT_STREAM_MEDIA_TYPE,
+        request_id_header="x-amzn-requestid",
+        failures=AWS_FAILURES,
+        failure=_aws_failure,
+        endless=_endless_frame,
+    ),
+}
+
+
+def script_events(route: str, turn: Turn) -> list[bytes]:
+    """The events of an answer in ``route``'s format (SSE events, or event-stream frames): the
+    whole answer (before any cut or stall on the wire), except for ``clean_cut`` and
+    ``no_terminal``, whose events stop where the body ends."""
+    return _WIRES[route].render(turn)
 
 
 class FakeProvider:
@@ -577,24 +727,25 @@ class FakeProvider:
         path, _, query = target.partition("?")
         endpoint = Request(method, self.host, path, query)
         found = match_route(endpoint)
-        # Gemini streams SSE only with ?alt=sse (without it, a JSON array this server lacks).
-        by_url = found is not None and found.name == "gemini.generate_content"
-        if (
-            found is None
-            or found.name not in _RENDER
-            or (by_url and not found.always_streams(endpoint))
-        ):
+        # A route that names the model in its URL says there whether it streams (Gemini only
+        # with ?alt=sse, without it a JSON array this server lacks; Bedrock's converse-stream
+        # always); the others ask with the body's ``stream`` flag.
+        url_model = None if found is None else found.url_model(endpoint)
+        streams = found is not None and found.always_streams(endpoint)
+        if found is None or found.name not in _WIRES or (url_model and not streams):
             return _error_reply(404, "not_found", f"no streaming endpoint at {method} {path}")
         route = found.name
+        wire = _WIRES[route]
         try:
             request = json.loads(body or b"{}")
         except ValueError:
             return _error_reply(400, "invalid_request_error", "the body is not JSON")
         if not isinstance(request, dict):
             return _error_reply(400, "invalid_request_error", "the body is not a JSON object")
-        if not by_url and request.get("stream") is not True:
+        if not streams and request.get("stream") is not True:
             return _error_reply(400, "invalid_request_error", "this fake provider only streams")
-        tools = bool(request.get("tools"))
+        # Bedrock's Converse API offers tools in ``toolConfig``, the others at the top.
+        tools = bool(request.get("tools") or (request.get("toolConfig") or {}).get("tools"))
         scenario = headers.get(SCENARIO_HEADER, "tool_call" if tools else "complete")
         if scenario not in EXPECTED_OUTCOME:
             return _error_reply(400, "invalid_request_error", f"unknown scenario {scenario!r}")
@@ -605,29 +756,18 @@ class FakeProvider:
             return _error_reply(400, "invalid_request_error", served + " with tools" * tools)
         self._requests += 1
         request_id = f"req_demo_{headers.get(JOB_HEADER) or self._requests}"[:40]
-        request_id_header = "request-id" if route == "anthropic.messages" else "x-request-id"
+        request_id_field = (wire.request_id_header, request_id)
         if scenario == "bad_gateway":
             # A gateway's page; gateways (Envoy, nginx) tag it with their own request id.
-            page = [("content-type", "text/html"), (request_id_header, request_id)]
+            page = [("content-type", "text/html"), request_id_field]
             return _Reply(502, page, [], BAD_GATEWAY_PAGE, 0, 0, None, True, None)
-        if scenario in HTTP_FAILURES:
-            status, kind, message = HTTP_FAILURES[scenario]
-            if status == 503 and route == "anthropic.messages":
-                status = 529  # Anthropic's own "overloaded"
-            reply = _error_reply(status, kind, message)
-            said = [*reply.headers, (request_id_header, request_id)]
-            if status != 401:
-                said.append(("retry-after", "1"))
-            return reply._replace(headers=said)
+        if scenario in wire.failures:
+            reply = wire.failure(*wire.failures[scenario])
+            return reply._replace(headers=[*reply.headers, request_id_field])
         job = headers.get(JOB_HEADER)
         seeded = self._seed is not None and job is not None
         rng = random.Random(f"{self._seed}/{job}") if seeded else self._random
-        path_model = _PATH_MODEL.search(path)
-        model = (
-            path_model.group(1)
-            if path_model
-            else str(request.get("model") or DEFAULT_MODELS[route])
-        )
+        model = url_model or str(request.get("model") or DEFAULT_MODELS[route])
         events = script_events(
             route, Turn(model, scenario, rng.randint(8, len(ANSWER)), request_id, tools)
         )
@@ -636,9 +776,9 @@ class FakeProvider:
         first_delay = rng.uniform(0.6, 1.6) if thinking else rng.uniform(0.03, 0.35)
         middle = len(events) // 2
         said = [
-            ("content-type", "text/event-stream; charset=utf-8"),
+            ("content-type", wire.content_type),
             ("cache-control", "no-cache"),
-            (request_id_header, request_id),
+            request_id_field,
         ]
         if scenario == "gzip":
             said.append(("content-encoding", "gzip"))
@@ -653,14 +793,14 @@ class FakeProvider:
             chunked=scenario != "truncated" or rng.random() < 0.5,
             stall_after=middle if scenario == "timeout" else None,
             gzip=scenario == "gzip",
-            endless_line=scenario == "endless_line",
+            endless=wire.endless() if scenario == "endless_line" else None,
         )
 
     async def _send(self, writer: asyncio.StreamWriter, reply: _Reply) -> None:
         reason = {
-            200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
-            429: "Too Many Requests", 502: "Bad Gateway", 503: "Service Unavailable",
-            529: "Overloaded",
+            200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
+            404: "Not Found", 429: "Too Many Requests", 502: "Bad Gateway",
+            503: "Service Unavailable", 529: "Overloaded",
         }  # fmt: skip
         lines = [f"HTTP/1.1 {reply.status} {reason[reply.status]}", "connection: close"]
         lines += [f"{name}: {value}" for name, value in reply.headers]
@@ -681,11 +821,11 @@ class FakeProvider:
                 data = coder.compress(data) + coder.flush(zlib.Z_SYNC_FLUSH)
             return _frame(data, reply.chunked)
 
-        if reply.endless_line:
-            writer.write(frame(reply.events[0]) + frame(b'data: {"text": "'))
-            piece = b"x" * 65536
-            for _ in range(ENDLESS_LINE_BYTES // len(piece)):
-                writer.write(frame(piece))
+        if reply.endless is not None:
+            writer.write(frame(reply.events[0]))
+            endless = memoryview(reply.endless)
+            for start in range(0, len(endless), 65536):
+                writer.write(frame(bytes(endless[start : start + 65536])))
                 await writer.drain()
             writer.write(b"0\r\n\r\n" if reply.chunked else b"")
             await writer.drain()
@@ -714,18 +854,17 @@ def _frame(data: bytes, chunked: bool) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data) if chunked else data
 
 
-def _error_reply(status: int, kind: str, message: str) -> _Reply:
-    body = json.dumps({"error": {"type": kind, "message": message}}).encode()
-    return _Reply(status, [("content-type", "application/json")], [], body, 0, 0, None, True, None)
-
-
 def example_path(route: str, model: str | None = None) -> str:
     """The path (and query) of ``route``'s example request, naming ``model`` where the path
-    carries it (Gemini)."""
-    example = get_route(route).example_request
-    assert example is not None, route
-    path = example[1]
-    return path if model is None else _PATH_MODEL.sub(f"/models/{model}:", path)
+    carries it (Gemini, Bedrock: percent-encoded, as botocore sends an id's ``:``)."""
+    found = get_route(route)
+    assert found.example_request is not None, route
+    method, target = found.example_request
+    path, _, query = target.partition("?")
+    named = found.url_model(Request(method, "", path, query))
+    if model is None or named is None:
+        return target
+    return target.replace(quote(named, safe=""), quote(model, safe=""), 1)
 
 
 def request_for(route: str, model: str, *, tools: bool) -> tuple[str, dict[str, Any]]:
@@ -751,6 +890,17 @@ def request_for(route: str, model: str, *, tools: bool) -> tuple[str, dict[str, 
                     "input_schema": WEATHER_TOOL["parameters"],
                 }
             ]
+    elif route == "bedrock.converse_stream":
+        # The Converse request (the Amazon Bedrock API reference, "ConverseStream"): the model
+        # is in the path, and the path alone asks for a stream.
+        body = {"messages": [{"role": "user", "content": [{"text": prompt}]}]}
+        if tools:
+            spec = {
+                "name": WEATHER_TOOL["name"],
+                "description": WEATHER_TOOL["description"],
+                "inputSchema": {"json": WEATHER_TOOL["parameters"]},
+            }
+            body["toolConfig"] = {"tools": [{"toolSpec": spec}]}
     elif route == "openai.responses":
         body = {"model": model, "input": prompt, "stream": True}
         if tools:

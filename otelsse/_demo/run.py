@@ -1,15 +1,17 @@
 """``otelsse demo``: real clients against the fake provider, otelsse instrumented, a summary.
 
-The openai and anthropic SDKs, httpx, httpx2 and requests each stream from ``FakeProvider``
-through ``otelsse.instrument()`` with a real OpenTelemetry SDK. Everything the summary says about
-streams is read back from the metrics otelsse exported (the same numbers a Prometheus scrape or
-an OTLP receiver gets); only "what the application saw" comes from the demo's own clients.
+The openai and anthropic SDKs, boto3, httpx, httpx2 and requests each stream from
+``FakeProvider`` through ``otelsse.instrument()`` with a real OpenTelemetry SDK. Everything the
+summary says about streams is read back from the metrics otelsse exported (the same numbers a
+Prometheus scrape or an OTLP receiver gets); only "what the application saw" comes from the
+demo's own clients.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import dataclasses
 import functools
 import importlib
@@ -83,6 +85,7 @@ ROUTES: dict[str, tuple[int, tuple[str, ...]]] = {
     "openai.responses": (20, ("openai", "openai-async", "httpx2")),
     "anthropic.messages": (30, ("anthropic", "anthropic-async", "requests")),
     "gemini.generate_content": (15, ("httpx", "httpx-async", "requests")),
+    "bedrock.converse_stream": (10, ("boto3", "requests")),
 }
 #: The mix of endings in every 50 streams: mostly complete, as a healthy-but-imperfect provider.
 SCENARIO_DECK: dict[str, int] = {
@@ -241,6 +244,62 @@ def _requests(job: Job, base_url: str) -> None:
             pass
 
 
+#: The region the Bedrock client signs for: any will do, the fake provider checks no signature.
+AWS_REGION = "us-east-1"
+_AWS_LOCK = threading.Lock()
+
+
+@functools.cache
+def _aws_session() -> Any:
+    """One boto3 session for every job, its service model loaded (its first client costs about
+    0.1 s, the next ones a few ms); boto3 sessions are not thread-safe, so clients are made
+    from it under ``_AWS_LOCK``."""
+    # Imported by name: boto3 and botocore ship no type information.
+    session = importlib.import_module("boto3.session").Session()
+    _bedrock_client(session, "http://127.0.0.1").close()
+    return session
+
+
+def _bedrock_client(session: Any, base_url: str) -> Any:
+    """A ``bedrock-runtime`` client of ``session`` at ``base_url``: credentials given (none is
+    looked for), one attempt per call (the demo counts each stream once), the demo's timeout."""
+    config = importlib.import_module("botocore.config").Config(
+        retries={"total_max_attempts": 1}, connect_timeout=READ_TIMEOUT, read_timeout=READ_TIMEOUT
+    )
+    return session.client(
+        "bedrock-runtime",
+        region_name=AWS_REGION,
+        endpoint_url=base_url,
+        aws_access_key_id="demo",
+        aws_secret_access_key="demo",
+        config=config,
+    )
+
+
+def _boto3(job: Job, base_url: str) -> None:
+    """boto3's ``bedrock-runtime`` client, ``converse_stream``: its event stream, event by
+    event, as an application reads it."""
+    _, body = request_for(job.route, job.model, tools=job.scenario.startswith("tool"))
+    with _AWS_LOCK:
+        client = _bedrock_client(_aws_session(), base_url)
+
+    def add_headers(request: Any, **_: Any) -> None:
+        for name, value in _headers(job).items():
+            request.headers[name] = value
+
+    # botocore's operations take no extra headers: the demo's go in through its event hooks.
+    client.meta.events.register("before-sign.bedrock-runtime.ConverseStream", add_headers)
+    try:
+        stream = client.converse_stream(modelId=job.model, **body)["stream"]
+        # botocore raises at an exception frame with the body still open: closed here, the
+        # stream ends (and otelsse's span with it) now, not when the garbage collector runs.
+        with contextlib.closing(stream):
+            for _ in stream:
+                pass
+    finally:
+        client.close()
+
+
 def _in_new_loop(call: Callable[[Job, str], Any]) -> Callable[[Job, str], None]:
     def run(job: Job, base_url: str) -> None:
         asyncio.run(call(job, base_url))
@@ -257,9 +316,10 @@ CLIENTS: dict[str, Callable[[Job, str], None]] = {
     "httpx2": _httpx_like("httpx2"),
     "httpx-async": _in_new_loop(_httpx_async),
     "requests": _requests,
+    "boto3": _boto3,
 }
 #: The libraries the clients are (the demo extra installs them); imported when a run needs them.
-CLIENT_LIBRARIES = ("openai", "anthropic", "httpx", "httpx2", "requests")
+CLIENT_LIBRARIES = ("openai", "anthropic", "boto3", "httpx", "httpx2", "requests")
 
 
 def missing_library() -> str | None:
@@ -294,11 +354,14 @@ def prepare_clients(clients: Iterable[str] = CLIENTS) -> None:
     build to first use, and on Python < 3.13 that build resolves names through the calling
     frames' locals: run under a tracer (coverage), a ``Response`` there became the field's type
     and the SDK's Responses events parsed as dicts (seen in CI). Built here instead, where no
-    caller's names can leak in. Not at import, and only for the SDKs a run uses: it costs
-    seconds.
+    caller's names can leak in. boto3's session, its service model loaded, is made here too
+    (``_aws_session``). Not at import, and only for the SDKs a run uses: it costs seconds.
     """
-    for sdk in sorted({client.partition("-")[0] for client in clients} & _SDK_PREPARATION.keys()):
+    sdks = {client.partition("-")[0] for client in clients}
+    for sdk in sorted(sdks & _SDK_PREPARATION.keys()):
         _prepare_sdk(sdk)
+    if "boto3" in sdks:
+        _aws_session()
 
 
 @functools.cache
@@ -791,7 +854,7 @@ def _banner(options: DemoOptions, base_url: str) -> str:
         amount = f"streams for {options.duration:g} s"
     return (
         f"otelsse demo: {amount}, {options.concurrency} at a time, from a fake provider at"
-        f" {base_url} with the openai and anthropic SDKs, httpx, httpx2 and requests,"
+        f" {base_url} with the openai and anthropic SDKs, boto3, httpx, httpx2 and requests,"
         f" instrumented by otelsse ({_pace(options.speed)})\n"
     )
 

@@ -1,8 +1,9 @@
 """The demo's fake provider keeps its wire contract, through every client the demo drives.
 
-``otelsse/_fake_provider.py`` serves the four streaming routes on 127.0.0.1; a request header picks
-how each stream ends (``SCENARIOS``) and ``EXPECTED_OUTCOME`` says what otelsse must report for
-it. This module proves, against a live ``FakeProvider``:
+``otelsse/_demo/provider.py`` serves five streaming routes on 127.0.0.1 (four in SSE, Bedrock
+ConverseStream in AWS's event stream); a request header picks how each stream ends
+(``SCENARIOS``) and ``EXPECTED_OUTCOME`` says what otelsse must report for it. This module
+proves, against a live ``FakeProvider``:
 
 1. Wire contract: every (route, scenario) pair outside ``UNSUPPORTED``, streamed by every client
    the demo uses for the route (``otelsse._demo.run.CLIENTS``, the functions the demo runs, with
@@ -11,29 +12,34 @@ it. This module proves, against a live ``FakeProvider``:
    ``req_demo_<job number>``, and ``otelsse.streams``/``otelsse.tool_calls`` agreeing per route.
    Whether the application's client raised is exact too (``client_raises``, which
    ``test_demo.py`` reuses): always for rate_limited and timeout, for provider_error only in the
-   SDKs that turn the error event into an exception, for truncated exactly when the cut body was
-   chunked. The provider picks chunked or close-delimited framing at random per truncated
-   stream, so each framing is tested with a seed found by probing (``_seed_for``) and otelsse
-   must say truncated in both cases, even where the client finishes silently.
+   SDKs that turn the error event into an exception (botocore on Bedrock's exception frame), for
+   truncated exactly when the cut body was chunked. The provider picks chunked or
+   close-delimited framing at random per truncated stream, so each framing is tested with a
+   seed found by probing (``_seed_for``) and otelsse must say truncated in both cases, even
+   where the client finishes silently.
 2. Raw HTTP (plain sockets): 404 off the streaming endpoints; a 400 JSON error for a request it
-   cannot serve; the request-id header per route; the default scenario (a tool call when the
-   request offers tools); both truncation framings end the body without the terminal event; the
-   clean endings (``clean_cut``, ``no_terminal``) end a well-formed chunked body at an event
-   boundary, the same bytes every time, which httpx reads without an error; and stopping the
-   provider ends a stalled stream in flight instead of hanging.
+   cannot serve; the HTTP failures in each provider's shape (AWS's ``x-amzn-errortype``); the
+   request-id header per route; the default scenario (a tool call when the request offers
+   tools) in the route's media type; both truncation framings end the body inside an event,
+   without the terminal event; the clean endings (``clean_cut``, ``no_terminal``) end a
+   well-formed chunked body at an event boundary, the same bytes every time, which httpx reads
+   without an error; and stopping the provider ends a stalled stream in flight instead of
+   hanging.
 3. ``script_events`` renders bodies ``StreamMonitor`` classifies as ``EXPECTED_OUTCOME``
    (offline, for every scenario decided by the body alone), with the tool-call counts; a
    ``clean_cut`` offered tools leaves the call open.
-4. Realism: the real openai and anthropic SDKs parse the bodies into their typed objects and
-   recover the text and tool arguments that were sent; on the clean endings they finish without
-   raising, and hand over half an answer or a call built from half its arguments (what otelsse
-   exists to report).
+4. Realism: the real openai and anthropic SDKs and botocore parse the bodies into their typed
+   objects and recover the text and tool arguments that were sent (botocore also decodes every
+   frame's CRCs, and raises the AWS error types of the HTTP failures); on the clean endings they
+   finish without raising, and hand over half an answer or a call built from half its arguments
+   (what otelsse exists to report).
 
 Timeouts cost the demo's READ_TIMEOUT (2 s) each, so all of them run at once in one test.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import signal
@@ -45,14 +51,17 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import anthropic
+import botocore.eventstream
+import botocore.exceptions
 import httpx
 import openai
 import pytest
 
 from otelsse import StreamMonitor, semconv
-from otelsse._core.http import stream_violation
+from otelsse._core.http import media_type, stream_violation
 from otelsse._demo.provider import (
     ANSWER,
+    AWS_FAILURES,
     DEFAULT_MODELS,
     EXPECTED_OUTCOME,
     HTTP_FAILURES,
@@ -66,7 +75,17 @@ from otelsse._demo.provider import (
     request_for,
     script_events,
 )
-from otelsse._demo.run import CLIENTS, READ_TIMEOUT, ROUTES, Job, prepare_clients
+from otelsse._demo.run import (
+    CLIENTS,
+    READ_TIMEOUT,
+    ROUTES,
+    Job,
+    _aws_session,
+    _bedrock_client,
+    prepare_clients,
+)
+from otelsse.routes import get_route
+from tests import _eventstream as es
 from tests._demo_clients import client_raises
 from tests._helpers import joined, waited
 from tests._otel import Telemetry
@@ -79,9 +98,44 @@ SPEED = 50.0
 TOOL_ARGUMENTS = {"city": "Paris", "unit": "celsius"}
 #: What a ``clean_cut`` tool call's argument deltas add up to: the last delta never comes.
 CUT_ARGUMENTS = '{"city": "Paris", "unit"'
-#: Modules an application's exception may come from: the SDKs and the HTTP clients under them.
-CLIENT_LIBRARIES = frozenset({"openai", "anthropic", "httpx", "httpx2", "requests"})
+#: Modules an application's exception may come from: the SDKs and the HTTP clients under them
+#: (botocore passes urllib3's errors for a cut or a stalled body on as they are).
+CLIENT_LIBRARIES = frozenset(
+    {"openai", "anthropic", "botocore", "urllib3", "httpx", "httpx2", "requests"}
+)
 FRAMINGS = ("chunked", "close")
+BEDROCK = "bedrock.converse_stream"
+EVENT_STREAM = "application/vnd.amazon.eventstream"
+
+
+def _event_stream(route: str) -> bool:
+    """Whether ``route`` speaks AWS's event stream (frames), not SSE."""
+    return get_route(route).media_type == EVENT_STREAM
+
+
+def _ends_at_an_event_boundary(route: str, body: bytes) -> bool:
+    """Whether ``body`` ends where an event ends: a blank line (SSE), or the length the last
+    frame's prelude declares (AWS's event stream)."""
+    if _event_stream(route):
+        return es.frame_ends(body)[-1] == len(body)
+    return body.endswith(b"\n\n")
+
+
+def _payloads(route: str, events: list[bytes]) -> list[tuple[str, dict[str, Any]]]:
+    """Each event's name and JSON payload: SSE events (named by the payload's ``type``, empty
+    where it has none), or frames decoded by botocore's own reader (which checks their CRCs)."""
+    found = []
+    for event in events:
+        if _event_stream(route):
+            buffer = botocore.eventstream.EventStreamBuffer()
+            buffer.add_data(event)
+            for message in buffer:
+                name = message.headers.get(":event-type") or message.headers[":exception-type"]
+                found.append((name, json.loads(message.payload)))
+        else:
+            data = json.loads(event.decode().partition("data: ")[2])
+            found.append((data.get("type", ""), data))
+    return found
 
 
 def _route_clients() -> Iterator[tuple[str, str]]:
@@ -290,6 +344,9 @@ def _classify(route: str, body: bytes) -> Any:
         ("GET", "/v1/chat/completions"),
         ("POST", "/v1beta/models/gemini-2.5-flash:generateContent"),
         ("POST", "/v1beta/models/gemini-2.5-flash:streamGenerateContent"),  # no alt=sse
+        ("POST", "/model/amazon.nova-lite-v1%3A0/converse"),  # Converse, not ConverseStream
+        ("GET", "/model/amazon.nova-lite-v1%3A0/converse-stream"),
+        ("POST", "/model/amazon.nova-lite-v1%3A0/invoke-with-response-stream"),  # not spoken
     ],
 )
 def test_unknown_endpoint_is_a_404(provider: FakeProvider, method: str, target: str) -> None:
@@ -331,11 +388,19 @@ def test_http_failures_answer_with_their_status_and_retry_advice(
     provider: FakeProvider, route: str, scenario: str
 ) -> None:
     reply = _exchange(provider.port, _stream_request(route, scenario, job=7))
-    status = HTTP_FAILURES[scenario][0]
-    assert reply.status == (529 if (status, route) == (503, "anthropic.messages") else status)
     assert reply.headers["content-type"] == "application/json"
-    # A quota or an overload says when to come back; bad credentials do not.
-    assert ("retry-after" in reply.headers) is (status != 401)
+    if route == BEDROCK:
+        # AWS's shape: the error type in a header, a message in the body, no Retry-After.
+        status, kind, message = AWS_FAILURES[scenario]
+        assert (reply.status, reply.headers["x-amzn-errortype"]) == (status, kind)
+        assert json.loads(reply.body) == {"message": message}
+        assert "retry-after" not in reply.headers
+    else:
+        status = HTTP_FAILURES[scenario][0]
+        assert reply.status == (529 if (status, route) == (503, "anthropic.messages") else status)
+        assert json.loads(reply.body)["error"]["type"] == HTTP_FAILURES[scenario][1]
+        # A quota or an overload says when to come back; bad credentials do not.
+        assert ("retry-after" in reply.headers) is (status != 401)
     # and otelsse, at the headers, tells the quota from the other failures
     monitor = StreamMonitor(route)
     violation = stream_violation(reply.status, reply.headers["content-type"])
@@ -349,12 +414,12 @@ def test_http_failures_answer_with_their_status_and_retry_advice(
 def test_request_id_header_is_named_per_route(
     provider: FakeProvider, route: str, scenario: str
 ) -> None:
-    names = ["request-id", "x-request-id"]  # anthropic's name, everyone else's
-    expected = names.pop(0 if route == "anthropic.messages" else 1)
-    [other] = names
+    # Anthropic's name, AWS's, everyone else's.
+    names = {"anthropic.messages": "request-id", BEDROCK: "x-amzn-requestid"}
+    expected = names.get(route, "x-request-id")
     with_job = _exchange(provider.port, _stream_request(route, scenario, job=42))
     assert with_job.headers[expected] == "req_demo_42"
-    assert other not in with_job.headers
+    assert set(with_job.headers) & set(semconv.REQUEST_ID_HEADERS) == {expected}
     # Without the job header the id counts the provider's streams (this is its second).
     without = _exchange(provider.port, _stream_request(route, scenario))
     assert without.headers[expected] == "req_demo_2"
@@ -367,7 +432,7 @@ def test_default_scenario_is_complete_or_a_tool_call_when_offered_tools(
 ) -> None:
     reply = _exchange(provider.port, _stream_request(route, tools=tools))
     assert reply.status == 200
-    assert reply.headers["content-type"].startswith("text/event-stream")
+    assert media_type(reply.headers["content-type"]) == get_route(route).media_type
     report = _classify(route, reply.body)
     assert report.outcome == "complete"
     assert (report.tool_call_count, report.tool_call_invalid_count) == (int(tools), 0)
@@ -379,7 +444,7 @@ def test_both_truncation_framings_end_without_the_terminal(route: str, framing: 
     with FakeProvider(seed=_seed_for(route, framing), speed=SPEED) as fresh:
         reply = _exchange(fresh.port, _stream_request(route, "truncated", job=23))
     assert (reply.status, reply.framing, reply.last_chunk) == (200, framing, False)
-    assert not reply.body.endswith(b"\n\n")  # cut inside an event
+    assert not _ends_at_an_event_boundary(route, reply.body)  # cut inside an event
     report = _classify(route, reply.body)
     assert (report.outcome, report.terminal_seen) == ("truncated", False)
 
@@ -403,7 +468,7 @@ def test_clean_endings_end_a_well_formed_chunked_body(
     for job in range(1, 9):
         reply = _exchange(provider.port, _stream_request(route, scenario, tools=tools, job=job))
         assert (reply.status, reply.framing, reply.last_chunk) == (200, "chunked", True), job
-        assert reply.body.endswith(b"\n\n"), job
+        assert _ends_at_an_event_boundary(route, reply.body), job
         report = _classify(route, reply.body)
         assert (report.outcome, report.terminal_seen) == (EXPECTED_OUTCOME[scenario], False)
         assert (report.pending_line_chars, report.discarded_event) == (0, False)
@@ -506,22 +571,24 @@ def test_script_events_classify_as_expected(route: str, scenario: str, words: in
     tool = scenario in ("tool_call", "tool_call_invalid")
     invalid = scenario == "tool_call_invalid"
     assert (report.tool_call_count, report.tool_call_invalid_count) == (int(tool), int(invalid))
-    assert report.response_model == "model-x"
+    # ConverseStream never names the model in its events: only the request's path does.
+    assert report.response_model == (None if route == BEDROCK else "model-x")
 
 
 def _sent_arguments(route: str, events: list[bytes]) -> str:
     """The argument text a tool call's deltas add up to, in ``route``'s events."""
     text = ""
-    for event in events:
-        data = json.loads(event.decode().partition("data: ")[2])
+    for kind, data in _payloads(route, events):
         if route == "openai.chat_completions":
             for choice in data["choices"]:
                 for call in choice["delta"].get("tool_calls") or ():
                     text += call["function"]["arguments"]
-        elif data["type"] == "response.function_call_arguments.delta":
+        elif kind == "response.function_call_arguments.delta":
             text += data["delta"]
-        elif data["type"] == "content_block_delta" and data["delta"]["type"] == "input_json_delta":
+        elif kind == "content_block_delta" and data["delta"]["type"] == "input_json_delta":
             text += data["delta"]["partial_json"]
+        elif kind == "contentBlockDelta" and "toolUse" in data["delta"]:
+            text += data["delta"]["toolUse"]["input"]
     return text
 
 
@@ -738,3 +805,101 @@ def test_anthropic_stream_helper_reads_a_clean_ending_without_raising(
     else:
         _assert_half_answer(text.text)
         assert blocks == []
+
+
+# -- botocore: Bedrock's event stream, as boto3 hands it to the application ----------------------
+
+
+def _converse(base_url: str, scenario: str, tools: bool) -> list[dict[str, Any]]:
+    """The events the demo's boto3 client's ``converse_stream`` hands over, each
+    ``{member: fields}``, read to the end of the body."""
+    client = _bedrock_client(_aws_session(), base_url)
+
+    def add_scenario(request: Any, **_: Any) -> None:
+        request.headers[SCENARIO_HEADER] = scenario
+
+    client.meta.events.register("before-sign.bedrock-runtime.ConverseStream", add_scenario)
+    _, body = request_for(BEDROCK, DEFAULT_MODELS[BEDROCK], tools=tools)
+    try:
+        stream = client.converse_stream(modelId=DEFAULT_MODELS[BEDROCK], **body)["stream"]
+        with contextlib.closing(stream):
+            return list(stream)
+    finally:
+        client.close()
+
+
+def _members(events: list[dict[str, Any]], member: str) -> list[dict[str, Any]]:
+    return [event[member] for event in events if member in event]
+
+
+def _converse_text(events: list[dict[str, Any]]) -> str:
+    deltas = _members(events, "contentBlockDelta")
+    return "".join(delta["delta"].get("text", "") for delta in deltas)
+
+
+def _converse_arguments(events: list[dict[str, Any]]) -> str:
+    deltas = _members(events, "contentBlockDelta")
+    return "".join(
+        delta["delta"]["toolUse"]["input"] for delta in deltas if "toolUse" in delta["delta"]
+    )
+
+
+@pytest.mark.parametrize("scenario", ["complete", "tool_call"])
+def test_botocore_parses_converse_stream_events(provider: FakeProvider, scenario: str) -> None:
+    events = _converse(provider.base_url, scenario, tools=scenario == "tool_call")
+    assert [*events[0]] == ["messageStart"]
+    assert events[0]["messageStart"]["role"] == "assistant"
+    _assert_answer(_converse_text(events))
+    [stop] = _members(events, "messageStop")
+    [metadata] = _members(events, "metadata")
+    assert events[-1] == {"metadata": metadata}
+    usage = metadata["usage"]
+    assert usage["totalTokens"] == usage["inputTokens"] + usage["outputTokens"]
+    starts = _members(events, "contentBlockStart")
+    if scenario == "complete":
+        assert (starts, stop["stopReason"]) == ([], "end_turn")
+    else:
+        [start] = starts
+        assert start["start"]["toolUse"]["name"] == "get_weather"
+        assert json.loads(_converse_arguments(events)) == TOOL_ARGUMENTS
+        assert stop["stopReason"] == "tool_use"
+
+
+@pytest.mark.parametrize(
+    ("scenario", "status", "code"),
+    [
+        *((scenario, status, kind) for scenario, (status, kind, _) in AWS_FAILURES.items()),
+        ("provider_error", 200, "modelStreamErrorException"),  # an exception frame in the stream
+    ],
+)
+def test_botocore_raises_the_aws_error_type(
+    provider: FakeProvider, scenario: str, status: int, code: str
+) -> None:
+    with pytest.raises(botocore.exceptions.ClientError) as raised:
+        _converse(provider.base_url, scenario, tools=False)
+    error = raised.value.response
+    assert error["Error"]["Code"] == code
+    if status != 200:  # an exception frame has no status of its own
+        assert error["ResponseMetadata"]["HTTPStatusCode"] == status
+    assert isinstance(raised.value, botocore.exceptions.EventStreamError) is (status == 200)
+
+
+@pytest.mark.parametrize(("scenario", "tools"), CLEAN_ENDINGS)
+def test_botocore_reads_a_clean_ending_without_raising(
+    provider: FakeProvider, scenario: str, tools: bool
+) -> None:
+    events = _converse(provider.base_url, scenario, tools)  # to the end of the body: no raise
+    assert _members(events, "metadata") == []
+    stops = [stop["stopReason"] for stop in _members(events, "messageStop")]
+    if scenario == "no_terminal":
+        _assert_answer(_converse_text(events))
+        assert stops == ["end_turn"]
+        return
+    assert stops == []
+    if tools:
+        _assert_answer(_converse_text(events))
+        assert _converse_arguments(events) == CUT_ARGUMENTS
+        assert [*events[-1]] == ["contentBlockDelta"]
+    else:
+        _assert_half_answer(_converse_text(events))
+        assert _converse_arguments(events) == ""
