@@ -68,7 +68,7 @@ class ToolCall:
 
     __slots__ = (
         "_closed_as", "arguments", "byte_count", "call_id", "closed", "closed_by", "empty_means",
-        "fragments", "kind", "name", "problem", "size", "verdict",
+        "fragments", "kind", "name", "problem", "response_id", "size", "verdict",
     )  # fmt: skip
 
     def __init__(
@@ -82,6 +82,8 @@ class ToolCall:
         self.closed = False
         #: The SSE event type of the event that closed the call (its item's terminal event).
         self.closed_by: str | None = None
+        #: The response's id as the call closed; None if it had not arrived by then.
+        self.response_id: str | None = None
         # What empty arguments mean: Anthropic's ``input`` from content_block_start, else None
         # (a fresh ``{}``: no arguments).
         self.empty_means = empty_means
@@ -319,6 +321,7 @@ class StreamState:
         if call.closed:
             return
         call.closed = True
+        call.response_id = self.response_id
         if self.event is not None:
             call.closed_by = self.event.event
         if parsed is not None:

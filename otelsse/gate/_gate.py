@@ -241,7 +241,7 @@ class _Attempt:
         if self._open and any(record._call.closed for record in self._open):
             for record in self._open:
                 if record._call.closed:
-                    self._item_ended(record, reader.response_id)
+                    self._item_ended(record)
             self._open = [record for record in self._open if not record._call.closed]
         if self._gate.run_at != "item" or not reader.monitor.route_class.proves_item_end:
             return []
@@ -290,9 +290,11 @@ class _Attempt:
         """Calls that passed every check and wait for the policy, in stream order."""
         return [record for record in self.calls if record.state is ToolCallState.SCHEMA_VALID]
 
-    def _item_ended(self, record: GateCall, response_id: str | None) -> None:
+    def _item_ended(self, record: GateCall) -> None:
         call = record._call
-        record.response_id = response_id
+        # The id as the call closed, not as the read that closed it ended: a decision taken at
+        # the item's end sees what came before it, however the stream was read.
+        record.response_id = call.response_id
         record.stream_event = call.closed_by
         record.buffer_bytes = call.byte_count
         record.advance(ToolCallState.ITEM_TERMINAL)

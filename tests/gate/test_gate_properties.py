@@ -1588,6 +1588,36 @@ def test_a_resumed_responses_stream_never_runs_again_a_call_the_first_attempt_ra
                 assert ledger.get(call.key) is not None, call
 
 
+def test_a_call_decided_at_its_item_end_sees_only_what_came_before_it_in_the_read() -> None:
+    """Found by the property: the response's id arrives only after the call's item ended (its
+    ``response.created`` unreadable: a payload error), in the same read or a later one. At the
+    item's end the call has no id yet, so it waits for the response's end, where the stream's
+    fault quarantines it: whole or event by event, the same decision, and nothing runs."""
+    response = {"id": "resp_late", "object": "response", "model": "gpt-x", "output": []}
+    item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "read_file"}
+    payloads: list[dict[str, Any]] = [
+        {"type": None, "response": {**response, "status": "in_progress"}},
+        {"type": "response.output_item.added", "output_index": 0,
+         "item": {**item, "arguments": ""}},
+        {"type": "response.function_call_arguments.delta", "item_id": "fc_1", "output_index": 0,
+         "delta": '{"path": "a.txt"}'},
+        {"type": "response.output_item.done", "output_index": 0,
+         "item": {**item, "arguments": '{"path": "a.txt"}', "status": "completed"}},
+        {"type": "response.completed", "response": {**response, "status": "completed"}},
+    ]  # fmt: skip
+    events = [Ev({**payload, "sequence_number": n}) for n, payload in enumerate(payloads)]
+    body, ends = serialize(events, Framing("\n", False, False, True, (), True))
+    decisions = []
+    for chunks in ([body], [body[a:b] for a, b in itertools.pairwise([0, *ends])]):
+        ran: list[Any] = []
+        gate = ToolGate({"read_file": TOOLS["read_file"]}, None, MemoryLedger(), run_at="item")
+        result = gate.run(chunks, RESPONSES, execute={"read_file": ran.append})
+        assert result.fault == "payload_error"
+        assert ran == []
+        decisions.append([(call.state, call.error_class) for call in result.calls])
+    assert decisions[0] == decisions[1] == [(S.QUARANTINED, "payload_error")]
+
+
 # --------------------------------------------------------------------------------------------
 # Crashes: a real gate process killed (SIGKILL), then a fresh one on the same SQLite file
 # --------------------------------------------------------------------------------------------
