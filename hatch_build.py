@@ -1,7 +1,7 @@
 """Build hook: compile otelsse's optional C speedup (``otelsse/_core/_framing_speedups.c``).
 
-The extension only speeds up the parser's hot path; ``otelsse/_core/framing.py`` answers the same
-without it. So a machine without a C compiler still gets a working (pure-Python) otelsse: the
+The extension only speeds up the framers' hot paths; ``otelsse/_core/framing.py`` and
+``otelsse/_core/eventstream.py`` answer the same without it. So a machine without a C compiler still gets a working (pure-Python) otelsse: the
 failure is reported and the build goes on. ``OTELSSE_PURE_PYTHON=1`` skips the extension.
 """
 

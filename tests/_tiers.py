@@ -22,8 +22,8 @@ decoding and a hundred times the examples (CONTRIBUTING.md):
 A property draws ``examples(n)`` examples: its ``n`` times ``OTELSSE_FUZZ_SCALE`` (1 by default),
 a tenth of that in the fast loop (``-m fast``), which every other run then checks in full.
 
-The parser build (``OTELSSE_TEST_PARSER``: ``compiled``, the default, as a wheel built with a C
-compiler runs, or ``pure``) and the routes' decoding (``OTELSSE_TEST_DECODING``: ``typed``, the
+The framers' build (``OTELSSE_TEST_PARSER``: ``compiled``, the default, as a wheel built with a
+C compiler runs, or ``pure``) and the routes' decoding (``OTELSSE_TEST_DECODING``: ``typed``, the
 default, as with msgspec installed, or ``generic``) hold for the whole session. The tests that
 compare the two builds or the two decodings (``tests/core/test_framing_speedups.py``,
 ``tests/routes/test_typed_decoding.py``) run both themselves, whatever these say.
@@ -39,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from otelsse._core import framing
+from otelsse._core import eventstream, framing
 from otelsse._core import json as core_json
 
 # pytest caches each test module's rewritten asserts as bytecode unless writing bytecode is off
@@ -103,15 +103,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(autouse=True, scope="session")
 def parser_build() -> Iterator[str]:
     """The parser build for the session (see the module docstring)."""
-    saved = framing.simple_event
+    saved = framing.simple_event, eventstream.whole_frame
     if PARSER == "pure":
-        framing.simple_event = None
+        framing.simple_event = eventstream.whole_frame = None
     else:
-        assert saved is not None, "the C speedup is not built (see hatch_build.py)"
+        assert None not in saved, "the C speedup is not built (see hatch_build.py)"
     try:
         yield PARSER
     finally:
-        framing.simple_event = saved
+        framing.simple_event, eventstream.whole_frame = saved
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -32,14 +32,15 @@ class RawTap(Tapped):
         self._self_coded: str | None = content_encoding
 
     def _self_feed(self, data: bytes, decode_content: bool | None) -> None:
-        observer = self._self_observer
-        if decode_content is None:
-            decode_content = self.__wrapped__.decode_content
-        if self._self_coded and not decode_content:
-            # The application reads the coded bytes; the monitor needs them decoded.
-            observer.decode_as(self._self_coded)
-            self._self_coded = None
-        observer.feed(data)
+        coded = self._self_coded
+        if coded:  # else nothing to decide: every read of an uncoded body is the same
+            if decode_content is None:
+                decode_content = self.__wrapped__.decode_content
+            if not decode_content:
+                # The application reads the coded bytes; the monitor needs them decoded.
+                self._self_observer.decode_as(coded)
+                self._self_coded = None
+        self._self_observer.feed(data)
 
     def _self_call(self, read: Callable[..., Any], *args: Any) -> Any:
         """One read of the wrapped response; the observer hears how it failed."""

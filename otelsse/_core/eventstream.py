@@ -40,7 +40,7 @@ Verdicts, each the same whatever the chunking:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from struct import Struct
 from typing import NamedTuple
 from zlib import crc32
@@ -100,6 +100,17 @@ _MEMO_SIZE = 512
 _MEMO_BLOCK_BYTES = 256
 _memo: dict[bytes, tuple[str, str | None]] = {}
 _new_event = tuple.__new__
+
+#: The hot path compiled (``_framing_speedups.c``): a read that is exactly one whole frame whose
+#: CRCs and lengths check and whose payload is strict UTF-8, as ``(header block, payload
+#: text)``, else None. None when the extension was not built; ``_frames`` answers the same.
+whole_frame: Callable[[bytes], tuple[bytes, str] | None] | None
+try:
+    from ._framing_speedups import whole_frame as _compiled
+except ImportError:  # pragma: no cover - depends on how otelsse was installed
+    whole_frame = None
+else:
+    whole_frame = _compiled
 
 
 class _NotAFrame(Exception):
@@ -182,6 +193,17 @@ class EventStreamParser:
             raise ParserClosedError("feed() after close()")
         if not data or self._ended or self.corrupt or self.limit_exceeded:
             return []
+        if not self._held and whole_frame is not None and len(data) <= self._max_frame:
+            # A live stream's read is one frame: taken whole when its header block was read
+            # before (an event's), else by the loop below, which stays the definition.
+            found = whole_frame(data)
+            if found is not None:
+                named = _memo.get(found[0])
+                if named is not None and named[1] is None:
+                    text = found[1]
+                    self.decoded_chars += len(text)
+                    self._marks = [(self.decoded_chars, self.decode_error_count)]
+                    return [_new_event(SSEEvent, (named[0], text, "", None))]
         self._marks = []
         held_len = self._held_len + len(data)
         if held_len < self._needed:
