@@ -57,6 +57,7 @@ import otelsse
 from otelsse import semconv
 from otelsse._clients import client_of, get_client
 from otelsse._reader import StreamFault
+from otelsse.gate import GateResult, SQLiteLedger, ToolCallState, ToolGate
 from tests import _eventstream as es
 from tests._clients import READ_TIMEOUT, STALL_TIMEOUT, uninstrumented
 from tests._fixtures import read_fixture
@@ -824,6 +825,70 @@ def test_the_enforcing_reader_refuses_a_cut_stream_chained_to_urllib3s_error(
         bedrock_client.close()
     assert refused.value.code == "truncated"
     assert isinstance(refused.value.__cause__, urllib3.exceptions.ProtocolError)
+    observed(otel, "truncated")
+
+
+#: The recorded ConverseStream answer with a text block, then one ``get_weather`` call.
+TOOL_USE = read_fixture("real/bedrock-converse-stream-tool-use.eventstream")
+WEATHER_TOOL: dict[str, dict[str, Any] | None] = {
+    "get_weather": {
+        "type": "object",
+        "properties": {"location": {"type": "string"}},
+        "required": ["location"],
+    }
+}
+
+
+def _gated(gate: ToolGate, endpoint: str, ran: list[Any]) -> GateResult:
+    """One attempt of run ``run-1``: ``converse_stream``, then the gate reads what boto3 hands
+    the application, ``response["stream"]``."""
+    bedrock_client = bedrock(endpoint)
+    try:
+        response = bedrock_client.converse_stream(modelId=MODEL, messages=MESSAGES)
+        return gate.run(response["stream"], execute={"get_weather": ran.append}, run_id="run-1")
+    finally:
+        bedrock_client.close()
+
+
+@pytest.mark.parametrize("run_at", ["response", "item"])
+def test_the_tool_gate_runs_a_bedrock_call_once_across_attempts(
+    otel: Telemetry, server: SSEServer, tmp_path: Any, run_at: str
+) -> None:
+    """The recorded call runs once, with its arguments; the retry of the same run, on the same
+    SQLite ledger, replays it. ConverseStream names no response (its events carry no id): a call
+    is keyed by its ``toolUseId`` alone."""
+    server.route(CONVERSE_PATH, served(TOOL_USE))
+    gate = ToolGate(WEATHER_TOOL, None, SQLiteLedger(tmp_path / "ledger.db"), run_at=run_at)
+    ran: list[Any] = []
+    states = []
+    for _ in range(2):
+        result = _gated(gate, server.url(""), ran)
+        assert result.fault is None
+        assert [(call.tool_name, call.call_id[:8], call.response_id) for call in result.calls] == [
+            ("get_weather", "tooluse_", None)
+        ]
+        states.append(result.calls[0].state)
+    assert ran == [{"location": "Barcelona"}]
+    assert states == [ToolCallState.EXECUTED, ToolCallState.REPLAYED]
+    observed(otel, "complete", attempts=2)
+
+
+@pytest.mark.parametrize("run_at", ["response", "item"])
+def test_the_tool_gate_runs_nothing_of_a_bedrock_stream_ended_inside_a_call(
+    otel: Telemetry, server: SSEServer, tmp_path: Any, run_at: str
+) -> None:
+    """The body ends cleanly (its last chunk sent) after half the call's input: boto3 raises
+    nothing, and the gate quarantines the call as the stream's truncation."""
+    inside = es.frame_ends(TOOL_USE)[19]  # after '{"locati', 'on": "Bar'
+    server.route(CONVERSE_PATH, served(TOOL_USE[:inside]))
+    gate = ToolGate(WEATHER_TOOL, None, SQLiteLedger(tmp_path / "ledger.db"), run_at=run_at)
+    ran: list[Any] = []
+    result = _gated(gate, server.url(""), ran)
+    assert result.fault == "truncated"
+    assert [(call.state, call.error_class) for call in result.calls] == [
+        (ToolCallState.QUARANTINED, "truncated")
+    ]
+    assert ran == []
     observed(otel, "truncated")
 
 
