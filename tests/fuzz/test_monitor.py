@@ -1,5 +1,6 @@
-"""``StreamMonitor`` for every route on garbage and mutated fixtures: never raises, and the report
-is the same for every chunking (timing fields and ``chunk_count`` aside)."""
+"""``StreamMonitor`` for every route (``ROUTES_PER_EXAMPLE`` of them drawn per example) on garbage
+and mutated fixtures: never raises, and the report is the same for every chunking (timing fields
+and ``chunk_count`` aside)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from hypothesis import strategies as st
 from ._checks import check_monitor
 from ._strategies import (
     FUZZ,
-    ROUTES,
     close_errors,
     draw_cuts,
     draw_garbage,
     draw_mutated_fixture,
+    draw_routes,
     draw_swapped_fixture,
     small_limits,
 )
@@ -31,7 +32,7 @@ def _check_every_route(data: st.DataObject, body: bytes, small: bool) -> None:
     stop_at_end = data.draw(st.booleans(), label="stop_at_end")
     cuts = draw_cuts(data, body)
     note(f"limits = {limits!r}, close(error={error!r}), cuts = {sorted(set(cuts))}")
-    for route in ROUTES:
+    for route in draw_routes(data):
         check_monitor(body, route, limits, cuts, error, stop_at_end=stop_at_end)
 
 

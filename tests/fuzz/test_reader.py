@@ -1,5 +1,6 @@
-"""``read_stream`` for every route on garbage and mutated fixtures: only a ``StreamResult`` or a
-``StreamFault``, the same for every chunking, and the monitor's verdict."""
+"""``read_stream`` for every route (``ROUTES_PER_EXAMPLE`` of them drawn per example) on garbage
+and mutated fixtures: only a ``StreamResult`` or a ``StreamFault``, the same for every chunking,
+and the monitor's verdict."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from ._strategies import (
     FUZZ,
     FUZZ_MORE,
     ONE_READ_BUDGET,
-    ROUTES,
     draw_any,
     draw_cuts,
     draw_garbage,
     draw_mutated_fixture,
+    draw_routes,
     draw_swapped_fixture,
     small_limits,
 )
@@ -28,7 +29,7 @@ def test_reader_on_garbage_gives_a_result_or_a_fault_whatever_the_chunking(
 ) -> None:
     body = draw_garbage(data)
     cuts = draw_cuts(data, body)
-    for route in ROUTES:
+    for route in draw_routes(data):
         check_reader(body, route, None, cuts)
 
 
@@ -40,7 +41,7 @@ def test_reader_on_mutated_fixtures_gives_a_result_or_a_fault_whatever_the_chunk
     swaps_only = data.draw(st.booleans(), label="swaps only")
     body = draw_swapped_fixture(data) if swaps_only else draw_mutated_fixture(data)
     cuts = draw_cuts(data, body)
-    for route in ROUTES:
+    for route in draw_routes(data):
         check_reader(body, route, None, cuts)
 
 
@@ -53,7 +54,7 @@ def test_reader_with_small_limits_gives_a_result_or_a_fault_whatever_the_chunkin
     limits = data.draw(small_limits, label="limits")
     cuts = draw_cuts(data, body)
     note(f"limits = {limits!r}")
-    for route in ROUTES:
+    for route in draw_routes(data):
         check_reader(body, route, limits, cuts)
 
 
@@ -61,5 +62,5 @@ def test_reader_with_small_limits_gives_a_result_or_a_fault_whatever_the_chunkin
 @given(data=st.data())
 def test_reader_verdict_is_the_monitor_outcome(data: st.DataObject) -> None:
     body = draw_any(data, ONE_READ_BUDGET)
-    for route in ROUTES:
+    for route in draw_routes(data):
         check_agreement(body, route, None)
