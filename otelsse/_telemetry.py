@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Hashable, Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from opentelemetry import metrics, trace
@@ -156,6 +157,8 @@ class CallFacts(NamedTuple):
     owned: frozenset[str] = frozenset()
     #: The stream span's context: histogram points recorded in it carry exemplars of its trace.
     context: Context | None = None
+    #: The route's labels of the request (``Route.labels``: MCP's method and tool).
+    labels: Mapping[str, str] = MappingProxyType({})
 
 
 class Telemetry:
@@ -213,6 +216,9 @@ class Telemetry:
                 else:
                     self._genai_usage.append(counter(meter, spec))
         self._models = FirstSeen(max_model_names)
+        # A route's label (``Route.labels``) -> the values admitted, each bounded as models are.
+        self._labels: dict[str, FirstSeen] = {}
+        self._max_label_values = max_model_names
         self._servers = FirstSeen(max_server_addresses)
         self._stop_reasons = FirstSeen(max_stop_reasons)
         self._statuses = FirstSeen(s.MAX_STATUS_CODES)
@@ -317,6 +323,8 @@ class Telemetry:
             series[s.GEN_AI_PROVIDER_NAME] = report.provider_name
         if call.request_model is not None:
             series[s.GEN_AI_REQUEST_MODEL] = capped(self._models, call.request_model)
+        for label, value in call.labels.items():
+            series[label] = capped(self._label_values(label), value)
         key = _key(series)
         new = key not in self._series_keys
         if not self._series_keys.admit(key):
@@ -398,6 +406,12 @@ class Telemetry:
         for counter, (_kind, count) in zip(self._genai_usage, tokens, strict=False):
             if count is not None:
                 counter.add(count, point, context)
+
+    def _label_values(self, label: str) -> FirstSeen:
+        values = self._labels.get(label)
+        if values is None:  # label names come from route declarations: a few, ever
+            values = self._labels.setdefault(label, FirstSeen(self._max_label_values))
+        return values
 
     def _precreate(self, series: MetricAttributes) -> None:
         """Create the counter series an alert reads at 0, the first time a series key is

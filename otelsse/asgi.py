@@ -28,11 +28,11 @@ from opentelemetry.trace import SpanKind, TracerProvider
 
 from . import semconv
 from ._clients import RequestScan, stream_error
-from ._core.http import is_event_stream
+from ._core.http import accepts_event_stream, is_event_stream
 from ._monitor import Limits, StreamError
-from ._observe import StreamObserver, StreamStart
+from ._observe import StreamObserver, StreamStart, route_labels
 from ._telemetry import Telemetry
-from .routes import AUTO, Request, Route, match_route
+from .routes import AUTO, Request, Route, match_route, protocol_request
 
 __all__ = ["ASGIApp", "OtelSSEMiddleware"]
 
@@ -86,6 +86,7 @@ class _Exchange:
     __slots__ = (
         "_app",
         "_ended",
+        "_headers",
         "_host",
         "_kind",
         "_limits",
@@ -93,7 +94,9 @@ class _Exchange:
         "_observer",
         "_parent",
         "_port",
+        "_request",
         "_route",
+        "_rpc_id",
         "_scan",
         "_scope",
         "_start_time",
@@ -123,9 +126,15 @@ class _Exchange:
         path = raw_path.decode("latin-1") if raw_path else scope.get("path", "")
         query = scope.get("query_string", b"").decode("latin-1")
         method = scope.get("method", "GET").upper()
-        self._route: type[Route] | None = match_route(
-            Request(method, self._host.strip("[]"), path, query)
+        self._request = Request(method, self._host.strip("[]"), path, query)
+        self._route: type[Route] | None = match_route(self._request)
+        # Asking for SSE at a path no route knows: the body's JSON-RPC method and the declared
+        # headers may tell, once the app has read the body (at its answer).
+        self._headers = (
+            headers if self._route is None and accepts_event_stream(headers.get("accept")) else None
         )
+        if self._route is not None and self._route.request_headers:
+            self._request = protocol_request(self._request, None, None, headers.get)
         # An HTTP server instrumentation around this middleware (opentelemetry-instrumentation-
         # asgi) already made the SERVER span of this request: the stream is observed inside it.
         # Otherwise this span is the request's only one here, and continues the caller's trace.
@@ -135,8 +144,10 @@ class _Exchange:
             self._parent, self._kind = current, SpanKind.INTERNAL
         else:
             self._parent, self._kind = propagate.extract(headers, context=current), SpanKind.SERVER
-        self._scan: RequestScan | None = RequestScan() if self._route is not None else None
+        scanned = self._route is not None or self._headers is not None
+        self._scan: RequestScan | None = RequestScan() if scanned else None
         self._model: str | None = None
+        self._rpc_id: str | int | None = None
         #: The observer of the app's event stream, once it answered with one.
         self._observer: StreamObserver | None = None
         self._ended = False
@@ -182,8 +193,22 @@ class _Exchange:
             self._model = self._scan.model
             if self._model is not None and self._observer is not None:
                 self._observer.named_model(self._model)
-            if self._model is not None or not message.get("more_body"):
+            if not message.get("more_body"):
+                self._identify()
                 self._scan = None
+            elif self._model is not None and self._headers is None:
+                self._scan = None
+
+    def _identify(self) -> None:
+        """The request body is whole (or the answer began): a request no route claimed by its
+        path may be claimed by what its body and headers name."""
+        if self._headers is None or self._scan is None:
+            return
+        rpc = self._scan.rpc
+        self._request = protocol_request(self._request, rpc.method, rpc.name, self._headers.get)
+        self._rpc_id = rpc.id
+        self._route = match_route(self._request)
+        self._headers = None
 
     def _sent(self, message: Message) -> None:
         kind = message.get("type")
@@ -200,6 +225,7 @@ class _Exchange:
         headers = _headers(message)
         if not is_event_stream(headers.get("content-type")) or self._ended:
             return
+        self._identify()  # an app that answers before reading all of the body
         route = AUTO if self._route is None else self._route.full_name()
         status = int(message["status"])
         attributes = self._attributes(status)
@@ -220,6 +246,8 @@ class _Exchange:
             span_attributes=attributes,
             status=status,
             request_model=self._model,
+            request=None if self._route is None else self._request,
+            rpc_id=self._rpc_id,
         )
         self._observer = observer = StreamObserver(start, active=True)
         observer.decode_as(headers.get("content-encoding"))
@@ -233,6 +261,7 @@ class _Exchange:
                 attributes[s.GEN_AI_PROVIDER_NAME] = route.provider
             if route.operation is not None:
                 attributes[s.GEN_AI_OPERATION_NAME] = route.operation
+            attributes.update(route_labels(route, self._request))
         if self._model is not None:
             attributes[s.GEN_AI_REQUEST_MODEL] = self._model[: s.MAX_IDENTIFIER_CHARS]
         if self._host:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 from .._monitor import StreamError
 from ._base import URL, Client, Observer, Tap, Target, Watch, Watcher
-from ._scan import RequestFields, RequestScan, request_fields
+from ._scan import RequestFields, RequestScan, RpcFields, request_fields, rpc_fields
 
 __all__ = [
     "CLIENT_MODULES",
@@ -26,6 +26,7 @@ __all__ = [
     "Observer",
     "RequestFields",
     "RequestScan",
+    "RpcFields",
     "Tap",
     "Target",
     "Watch",
@@ -35,6 +36,7 @@ __all__ = [
     "get_client",
     "is_transport_failure",
     "request_fields",
+    "rpc_fields",
     "stream_error",
 ]
 

@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from typing import Any
 
 from ._base import Client, Observer, Target, Watch, Watcher
-from ._scan import request_fields
+from ._scan import request_fields, rpc_fields
 from ._tee import Tapped, proxy
 
 __all__ = ["CLIENTS", "AiohttpClient"]
@@ -189,7 +189,8 @@ class AiohttpClient(Client):
             url.path,
             url.query_string,
             body=lambda: request_fields(_body(kwargs)),
-            accept=lambda: _header(session, kwargs, "accept"),
+            rpc=lambda: rpc_fields(_body(kwargs)),
+            header=lambda name: _header(session, kwargs, name),
         )
 
     def _request_wrapper(self, settings: Watcher) -> Callable[..., Any]:

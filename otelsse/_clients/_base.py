@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, Protocol, TypeVar
 
 from .._monitor import StreamError
-from ._scan import RequestFields
+from ._scan import RequestFields, RpcFields
 
 __all__ = ["URL", "Client", "Observer", "Tap", "Target", "Watch", "Watcher"]
 
@@ -86,7 +86,8 @@ class Watcher(Protocol):
         query: str,
         *,
         body: Callable[[], RequestFields],
-        accept: Callable[[], str | None],
+        rpc: Callable[[], RpcFields],
+        header: Callable[[str], str | None],
     ) -> Watch | None:
         """Decide, before sending, whether this request may be a stream to observe."""
 

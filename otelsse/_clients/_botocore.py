@@ -33,7 +33,7 @@ from typing import Any
 
 from . import client_of
 from ._base import Client, Target, Watch, Watcher
-from ._scan import request_fields
+from ._scan import request_fields, rpc_fields
 from ._urllib3 import TextURL, tap_raw
 
 __all__ = ["CLIENTS", "BotocoreClient"]
@@ -194,7 +194,8 @@ class BotocoreClient(Client):
             # bytes botocore serialised, searched as they are; a streaming upload (a file) is
             # not read.
             body=lambda: request_fields(request.body),
-            accept=lambda: _accept(request),
+            rpc=lambda: rpc_fields(request.body),
+            header=lambda name: _header(request, name),
         )
 
     def _send_wrapper(self, settings: Watcher) -> Callable[..., Any]:
@@ -223,10 +224,10 @@ def _until_empty(read1: Callable[..., bytes]) -> Iterator[bytes]:
         yield chunk
 
 
-def _accept(request: Any) -> str | None:
+def _header(request: Any, name: str) -> str | None:
     # botocore's HeadersDict answers in any case; a value may be bytes (aiobotocore's
     # httpsession.py decodes them before handing them to aiohttp).
-    value = request.headers.get("accept")
+    value = request.headers.get(name)
     return value if isinstance(value, str) else None
 
 

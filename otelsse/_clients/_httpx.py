@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 from ._base import Client, Observer, Target, Watch, Watcher
-from ._scan import request_fields
+from ._scan import request_fields, rpc_fields
 from ._tee import Tapped, atee, proxy, tee
 
 __all__ = ["CLIENTS", "HttpxClient"]
@@ -133,7 +133,8 @@ class HttpxClient(Client):
             url.path,
             url.query.decode("ascii", "replace"),
             body=lambda: request_fields(_body(request)),
-            accept=lambda: request.headers.get("accept"),
+            rpc=lambda: rpc_fields(_body(request)),
+            header=request.headers.get,
         )
 
     def _sync_send_wrapper(self, settings: Watcher) -> Callable[..., Any]:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ._base import Client, Target, Watch, Watcher
-from ._scan import request_fields
+from ._scan import request_fields, rpc_fields
 from ._urllib3 import TextURL, tap_raw
 
 __all__ = ["CLIENTS", "RequestsClient"]
@@ -126,7 +126,8 @@ class RequestsClient(Client):
             url.parts.path,
             url.parts.query,
             body=lambda: request_fields(_body(arguments)),
-            accept=lambda: _header(session, arguments, "accept"),
+            rpc=lambda: rpc_fields(_body(arguments)),
+            header=lambda name: _header(session, arguments, name),
         )
 
     def _request_wrapper(self, settings: Watcher) -> Callable[..., Any]:

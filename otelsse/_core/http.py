@@ -20,6 +20,7 @@ from typing import Literal
 
 __all__ = [
     "StreamViolation",
+    "accepts_event_stream",
     "is_event_stream",
     "may_stream",
     "media_type",
@@ -50,6 +51,14 @@ def media_type(content_type: str | None) -> str:
 def is_event_stream(content_type: str | None) -> bool:
     """Whether a ``Content-Type`` value names ``text/event-stream`` (parameters ignored)."""
     return media_type(content_type) == EVENT_STREAM
+
+
+def accepts_event_stream(accept: str | None) -> bool:
+    """Whether an ``Accept`` value lists ``text/event-stream`` among its media ranges (an MCP
+    client's is ``application/json, text/event-stream``: RFC 9110 §12.5.1)."""
+    if accept is None or EVENT_STREAM not in accept.lower():
+        return False
+    return any(media_type(member) == EVENT_STREAM for member in accept.split(","))
 
 
 def may_stream(method: str) -> bool:

@@ -9,7 +9,7 @@ requests to watch, and a ``Watch`` carries one from its send to its response hea
 
 from .._strict import strict_outcomes
 from ._request import GenAISpan, Settings, Watch, genai_neighbour
-from ._stream import StreamObserver, StreamStart, Strict
+from ._stream import StreamObserver, StreamStart, Strict, route_labels
 
 __all__ = [
     "GenAISpan",
@@ -19,5 +19,6 @@ __all__ = [
     "Strict",
     "Watch",
     "genai_neighbour",
+    "route_labels",
     "strict_outcomes",
 ]

@@ -27,13 +27,20 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import Span
 
 from .. import semconv
-from .._clients import URL, Client, RequestFields, Tap, stream_error
-from .._core.http import EVENT_STREAM, is_event_stream, may_stream, retry_after, stream_violation
+from .._clients import URL, Client, RequestFields, RpcFields, Tap, stream_error
+from .._core.http import (
+    EVENT_STREAM,
+    accepts_event_stream,
+    is_event_stream,
+    may_stream,
+    retry_after,
+    stream_violation,
+)
 from .._monitor import Limits, Outcome
 from .._strict import fault_class, refusal, scoped_outcomes
 from .._telemetry import Telemetry
-from ..routes import AUTO, Request, Route, match_route
-from ._stream import StreamObserver, StreamStart, Strict
+from ..routes import AUTO, Request, Route, match_route, protocol_request
+from ._stream import StreamObserver, StreamStart, Strict, route_labels
 
 if TYPE_CHECKING:
     from ..recorder import FlightRecorder
@@ -90,13 +97,16 @@ class Settings:
         query: str,
         *,
         body: Callable[[], RequestFields],
-        accept: Callable[[], str | None],
+        rpc: Callable[[], RpcFields],
+        header: Callable[[str], str | None],
     ) -> Watch | None:
         """Decide, before sending, whether this request may be a stream to observe.
 
         ``url`` is the client's URL object (made text only when needed); ``body`` (the JSON
-        body's ``stream`` flag and ``model``) and ``accept`` are asked only for a request on a
-        known route. Returns None for an excluded
+        body's ``stream`` flag and ``model``) and ``header`` (a request header's value by its
+        lower-case name) are asked only for a request on a known route, or one that asks for
+        SSE (``rpc``, the JSON-RPC body's identifiers, only then: see ``Request``). Returns None
+        for an excluded
         URL and for a request whose answer has no body (HEAD). A request that a known streaming
         route expects to be SSE (``"stream": true``, an SSE ``Accept``, or a URL that always
         streams) gets its span now, so the HTTP client span nests under it; any other request
@@ -109,14 +119,28 @@ class Settings:
         request = Request(method.upper(), url.host, path, query)
         route = match_route(request)
         if route is None:
-            return Watch(self, client, url, None, False, None)
+            if not accepts_event_stream(header("accept")):
+                return Watch(self, client, url, None, False, None)
+            # Asking for SSE at a URL no route knows: a protocol served at any path (JSON-RPC)
+            # may be told by its body's method and its declared headers.
+            found = rpc()
+            request = protocol_request(request, found.method, found.name, header)
+            route = match_route(request)
+            if route is None:
+                return Watch(self, client, url, None, False, None)
+            return Watch(self, client, url, route, True, body().model, request, found.id)
+        if route.request_headers:
+            request = protocol_request(request, None, None, header)
         url_model = route.url_model(request)
         if url_model is not None and route.always_streams(request):
             # The URL says all the body would (Gemini's, Bedrock's): it is not read.
-            return Watch(self, client, url, route, True, url_model)
+            return Watch(self, client, url, route, True, url_model, request)
         fields = body()
-        expects_sse = fields.stream or is_event_stream(accept()) or route.always_streams(request)
-        return Watch(self, client, url, route, expects_sse, url_model or fields.model)
+        expects_sse = (
+            fields.stream or is_event_stream(header("accept")) or route.always_streams(request)
+        )
+        model = url_model or fields.model
+        return Watch(self, client, url, route, expects_sse, model, request)
 
 
 def genai_neighbour(span: Span) -> tuple[str, frozenset[str]] | None:
@@ -148,8 +172,10 @@ class Watch:
         "neighbour_scope",
         "owned",
         "pid",
+        "request",
         "request_model",
         "route",
+        "rpc_id",
         "settings",
         "span",
         "start_time",
@@ -166,6 +192,8 @@ class Watch:
         route: type[Route] | None,
         expects_sse: bool,
         request_model: str | None,
+        request: Request | None = None,
+        rpc_id: str | int | None = None,
     ) -> None:
         self.settings = settings
         self.client = client
@@ -173,6 +201,10 @@ class Watch:
         self.route = route
         self.expects_sse = expects_sse
         self.request_model = request_model
+        #: What the route was told the request is (None for a request no route claimed).
+        self.request = request
+        #: The JSON-RPC ``id`` of its body, when the route needed it read.
+        self.rpc_id = rpc_id
         #: The outcomes strict mode refuses for this request (empty: off), as at its send.
         scoped = scoped_outcomes()
         self.strict = settings.strict if scoped is None else scoped
@@ -209,6 +241,8 @@ class Watch:
                 attributes[s.GEN_AI_PROVIDER_NAME] = route.provider
             if route.operation is not None:
                 attributes[s.GEN_AI_OPERATION_NAME] = route.operation
+            if self.request is not None:
+                attributes.update(route_labels(route, self.request))
         if self.request_model is not None:
             attributes[s.GEN_AI_REQUEST_MODEL] = self.request_model[: s.MAX_IDENTIFIER_CHARS]
         if self.neighbour is not None:
@@ -371,6 +405,8 @@ class Watch:
             span_attributes=span_attributes,
             status=status,
             request_model=self.request_model,
+            request=self.request,
+            rpc_id=self.rpc_id,
             owned=self.owned,
             attach_to=attach,
             recorder=settings.recorder,

@@ -21,7 +21,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any
@@ -34,6 +34,7 @@ from .. import semconv
 from .._clients import stream_error
 from .._monitor import Limits, Outcome, StreamError, StreamMonitor, StreamReport
 from .._telemetry import CallFacts, MetricAttributes, Telemetry, span_attributes
+from ..routes import Request, Route, make_adapter
 from ._content import ContentDecoder, CorruptContent, UnsupportedEncoding, content_decoder
 
 if TYPE_CHECKING:
@@ -65,6 +66,12 @@ class Strict:
     cuts: bool = False
 
 
+def route_labels(route: type[Route], request: Request) -> dict[str, str]:
+    """``route.labels(request)``, each value cut to what a metric attribute may hold."""
+    limit = semconv.MAX_METRIC_VALUE_CHARS
+    return {key: value[:limit] for key, value in route.labels(request).items() if value}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StreamStart:
     """What observing one stream starts from, whoever watched its request."""
@@ -85,6 +92,11 @@ class StreamStart:
     status: int | None = None
     #: ``gen_ai.request.model`` from the request.
     request_model: str | None = None
+    #: What the route was told the request is (``Route.on_request``); None when no route
+    #: claimed it (the stream is sniffed).
+    request: Request | None = None
+    #: The JSON-RPC ``id`` of the request's body, when its route needed it read.
+    rpc_id: str | int | None = None
     #: What a GenAI neighbour records for this call (``semconv.NEIGHBOURS``), left to it.
     owned: frozenset[str] = frozenset()
     #: A GenAI neighbour's span to copy otelsse's own attributes onto at the end
@@ -115,6 +127,7 @@ class StreamObserver:
         "_telemetry",
         "_unended",
         "broken",
+        "labels",
         "monitor",
         "refused",
         "report",
@@ -130,7 +143,16 @@ class StreamObserver:
         #: ``gen_ai.request.model``; a server's app may name it after its answer began.
         self.request_model = start.request_model
         route = start.route
-        self.monitor = StreamMonitor(route, limits=start.limits, started_at=start.started_at)
+        adapter = make_adapter(route)
+        #: The route's labels of the request (``Route.labels``), for its metric series.
+        self.labels: Mapping[str, str] = {}
+        if start.request is not None:
+            try:
+                adapter.on_request(start.request, start.rpc_id)
+                self.labels = route_labels(type(adapter), start.request)
+            except Exception as exc:
+                telemetry.count_error(exc, "route")
+        self.monitor = StreamMonitor(adapter, limits=start.limits, started_at=start.started_at)
         self._tape: Tape | None = None
         if start.recorder is not None:
             try:
@@ -390,6 +412,7 @@ class StreamObserver:
         call = CallFacts(
             server_address=attributes.get(semconv.SERVER_ADDRESS),
             request_model=self.request_model,
+            labels=self.labels,
             status_code=start.status,
             owned=start.owned,
             context=trace.set_span_in_context(span, start.context),

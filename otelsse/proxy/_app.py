@@ -418,7 +418,6 @@ class _Exchange:
             self._scan.feed(first.get("body", b""))
         else:
             self._body_done.set()
-        accept = _header(self._headers, b"accept")
         self._watch = self._settings.begin(
             lambda settings: settings.watch(
                 app.client,
@@ -428,7 +427,8 @@ class _Exchange:
                 url.query_string,
                 # What its first piece said; Watch.learned() hears the rest.
                 body=lambda: self._scan.fields,
-                accept=lambda: accept,
+                rpc=lambda: self._scan.rpc,
+                header=lambda name: _header(self._headers, name.encode("latin-1")),
             )
         )
         gone = asyncio.ensure_future(self._await_disconnect())

@@ -41,13 +41,23 @@ A route of your own uses only the names exported here::
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import TypeVar
 from urllib.parse import urlsplit
 
 from .._core.framers import FRAMERS
 from .._core.http import is_event_stream
 from .._core.state import StreamState, ToolCall
-from ._base import CHUNK, Handler, Redaction, Request, Route, handles, parse_object
+from ._base import (
+    CHUNK,
+    MAX_HEADER_CHARS,
+    Handler,
+    Redaction,
+    Request,
+    Route,
+    handles,
+    parse_object,
+)
 from ._sniff import Sniffer
 from .anthropic_messages import AnthropicMessagesRoute
 from .bedrock_converse import BedrockConverseRoute
@@ -62,6 +72,7 @@ __all__ = [
     "BUILT_IN",
     "BUILT_IN_PROFILES",
     "CHUNK",
+    "MAX_HEADER_CHARS",
     "AnthropicMessagesRoute",
     "BedrockConverseRoute",
     "BedrockInvokeRoute",
@@ -75,12 +86,14 @@ __all__ = [
     "Route",
     "StreamState",
     "ToolCall",
+    "declared_headers",
     "detect_route",
     "get_route",
     "handles",
     "make_adapter",
     "match_route",
     "parse_object",
+    "protocol_request",
     "redaction_rules",
     "register_host",
     "register_route",
@@ -119,6 +132,8 @@ _profiles: dict[str, type[Route]] = {}
 _hosts: dict[str, type[Route]] = {}
 # The built-in host entries, restored when a user entry for the same host is removed.
 _built_in_hosts: dict[str, type[Route]] = {}
+# The request headers some registered route reads (``Route.request_headers``).
+_declared_headers: tuple[str, ...] = ()
 
 
 def register_route(route: _R, *, replace: bool = False) -> _R:
@@ -211,9 +226,34 @@ def unregister_host(host: str) -> None:
 
 
 def _reorder() -> None:
-    global _routes
+    global _routes, _declared_headers
     _routes = (*reversed(_user_routes.values()), *BUILT_IN)
+    _declared_headers = tuple(sorted(frozenset().union(*(r.request_headers for r in _routes))))
     _match.cache_clear()
+
+
+def declared_headers() -> tuple[str, ...]:
+    """The request headers (lower case) that some registered route reads (see ``Request``)."""
+    return _declared_headers
+
+
+def protocol_request(
+    request: Request,
+    rpc_method: str | None,
+    rpc_name: str | None,
+    header: Callable[[str], str | None],
+) -> Request:
+    """``request`` with what identifies a protocol served at any path: its JSON-RPC body's
+    ``method`` and ``params.name``, and the headers registered routes declare (``header``
+    gives a request header's value by its lower-case name)."""
+    headers = []
+    for name in _declared_headers:
+        value = header(name)
+        if value:
+            headers.append((name, value[:MAX_HEADER_CHARS]))
+    return request._replace(
+        rpc_method=rpc_method or "", rpc_name=rpc_name or "", headers=tuple(headers)
+    )
 
 
 def routes() -> tuple[type[Route], ...]:
@@ -339,3 +379,4 @@ def detect_route(method: str, url: str, content_type: str | None = None) -> str 
 for _profile in BUILT_IN_PROFILES:
     _add_profile(_profile)
 _built_in_hosts.update(_hosts)
+_reorder()

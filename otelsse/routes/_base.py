@@ -12,6 +12,9 @@ instance reads one stream:
   (``name:profile`` names it wherever a route name is accepted);
 - **which requests it serves**: ``matches(request)``, and ``always_streams(request)`` for requests
   whose URL alone asks for SSE (so the instrumentation expects a stream without reading a body);
+  a protocol served at any path (JSON-RPC) matches on the ``Request``'s ``rpc_method`` and on the
+  headers it declares in ``request_headers``; ``labels(request)`` are its low-cardinality
+  attributes of a request, and ``on_request`` tells a stream's route what its request said;
 - **how its first events betray it** when the request did not say: ``sniff_event(event)`` (by the
   SSE event name, cheap) and ``sniff_payload(payload)`` (by the data's JSON object);
 - **how it reads events**: ``envelope(event, state)`` turns an event into ``(kind, payload)`` and
@@ -39,6 +42,7 @@ from .._core.state import StreamState
 
 __all__ = [
     "CHUNK",
+    "MAX_HEADER_CHARS",
     "Handler",
     "Redaction",
     "Request",
@@ -58,19 +62,44 @@ _KINDS_ATTRIBUTE = "_otelsse_handles"
 
 
 class Request(NamedTuple):
-    """What a route may look at to recognise a request: never its body or header values.
+    """What a route may look at to recognise a request: never its content.
+
+    A contract served at any path (JSON-RPC protocols: MCP, A2A) is told by what its request
+    names rather than by its URL. For a request that no route claims by its URL and that asks for
+    SSE (its ``Accept`` lists ``text/event-stream``), the instrumentation also reads the
+    protocol identifiers below, and asks the routes again.
 
     Attributes:
         method: upper case (``"POST"``).
         host: the URL's host name, lower case, without the port (``""`` when there is none).
         path: the URL path, percent-encoding as sent.
         query: the raw query string without ``?`` (``""`` when there is none).
+        rpc_method: the JSON-RPC ``method`` of the body (``"tools/call"``); ``""`` when none.
+        rpc_name: the body's ``params.name`` when it is a short string (the tool a
+            ``tools/call`` runs); ``""`` when none.
+        headers: the request headers that some registered route declares
+            (``Route.request_headers``): ``(lower-case name, value)`` pairs, each value cut to
+            ``MAX_HEADER_CHARS``.
     """
 
     method: str
     host: str
     path: str
     query: str = ""
+    rpc_method: str = ""
+    rpc_name: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def header(self, name: str) -> str | None:
+        """The value of the declared header ``name`` (lower case), or None."""
+        for key, value in self.headers:
+            if key == name:
+                return value
+        return None
+
+
+#: The longest request header value a route is shown (a protocol version, a method name).
+MAX_HEADER_CHARS = 128
 
 
 class Redaction(NamedTuple):
@@ -186,6 +215,9 @@ class Route:
     #: What the flight recorder keeps of this contract's events; None (a route of your own that
     #: declares none): every registered route's rules at once, argument fragments anywhere.
     redaction: ClassVar[Redaction | None] = None
+    #: Request headers (lower case) whose values this contract's recognition or rules read: a
+    #: protocol's version or method header, never one that holds content or credentials.
+    request_headers: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -230,6 +262,13 @@ class Route:
         return None
 
     @classmethod
+    def labels(cls, request: Request) -> Mapping[str, str]:
+        """Low-cardinality attributes of a matching request, for its span and its metric series
+        (MCP's method and tool name): protocol vocabulary only. The telemetry caps the values
+        each one takes, as it caps model names."""
+        return {}
+
+    @classmethod
     def sniff_event(cls, event: SSEEvent) -> bool:
         """Whether an event's SSE name proves this contract (asked before any payload)."""
         return False
@@ -261,6 +300,11 @@ class Route:
         instead: no clean end of the body, which every HTTP client reports as an error.
         """
         return None
+
+    def on_request(self, request: Request, rpc_id: str | int | None) -> None:
+        """What the request said, before its stream's first byte: ``rpc_id`` is the body's
+        JSON-RPC ``id`` (None when it has none, or was not read). Not called for a stream whose
+        request is unknown (a sniffed one, a replayed recording): the rules must hold without."""
 
     def on_event(self, event: SSEEvent, state: StreamState) -> None:
         """Interpret one complete event: envelope, then the dispatch table."""

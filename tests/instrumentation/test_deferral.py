@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from otelsse import StreamMonitor, semconv
-from otelsse._clients import RequestFields, get_client
+from otelsse._clients import RequestFields, RpcFields, get_client
 from otelsse._monitor import StreamError
 from otelsse._observe import Settings, Watch
 from otelsse._observe import _stream as _observer
@@ -76,7 +76,8 @@ def _watch(sdk: SDK) -> Watch:
         URL.path,
         "",
         body=lambda: RequestFields(True, "m"),
-        accept=lambda: None,
+        rpc=RpcFields,
+        header=lambda name: None,
     )
     assert watch is not None
     assert watch.expects_sse

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from otelsse import semconv
-from otelsse._clients import RequestFields, get_client
+from otelsse._clients import RequestFields, RpcFields, get_client
 from otelsse._observe import Settings, Watch
 from otelsse._telemetry import Telemetry
 from otelsse.routes import get_route
@@ -76,7 +76,8 @@ def watch_url(
         target.path,
         target.query.decode(),
         body=lambda: RequestFields(stream_asked, None),
-        accept=lambda: accept,
+        rpc=RpcFields,
+        header=lambda name: accept if name == "accept" else None,
     )
 
 

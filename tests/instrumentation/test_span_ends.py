@@ -49,7 +49,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from otelsse import semconv
-from otelsse._clients import RequestFields, get_client
+from otelsse._clients import RequestFields, RpcFields, get_client
 from otelsse._monitor import StreamMonitor
 from otelsse._observe import Settings
 from otelsse._telemetry import Telemetry as OtelsseTelemetry
@@ -428,7 +428,7 @@ def test_of_two_endings_racing_from_two_threads_the_first_ends_the_stream(
     url = httpx.URL("https://api.openai.com/v1/chat/completions")
     watch = settings.watch(
         get_client("httpx"), "POST", url, url.path, "",
-        body=lambda: RequestFields(True, "m"), accept=lambda: None,
+        body=lambda: RequestFields(True, "m"), rpc=RpcFields, header=lambda name: None,
     )  # fmt: skip
     assert watch is not None
     observer = watch.response(200, {"content-type": "text/event-stream"}, body_decoded=True)
