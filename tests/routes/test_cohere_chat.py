@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from otelsse import Outcome, StreamMonitor, detect_route
-from otelsse._core.events import SSEEvent
-from otelsse.routes import CohereChatRoute, Request, get_route, make_adapter, match_route
+from otelsse import Outcome, SSEEvent, StreamMonitor, detect_route
+from otelsse.routes import CohereChatRoute, Request, get_route, match_route
 from tests._fixtures import read_fixture
 from tests._helpers import run_monitor
 
@@ -129,10 +128,10 @@ def test_sniffing_knows_the_payload_without_an_event_name() -> None:
 
 def test_a_debug_event_alone_proves_nothing() -> None:
     """``debug`` is too common a word to choose a contract by."""
-    sniffer = make_adapter("auto")
     assert not CohereChatRoute.sniff_event(SSEEvent(data="{}", event="debug"))
     assert not CohereChatRoute.sniff_payload({"type": "debug"})
-    assert sniffer.resolved() is sniffer
+    _, report = run_monitor([event({"type": "debug", "prompt": "..."})], route="auto")
+    assert report.route == "generic"
 
 
 # -- the recordings --------------------------------------------------------------------------------
