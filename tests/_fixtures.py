@@ -45,7 +45,8 @@ EXPECTED: dict[str, Expected] = {
     "real/cloudflare-workers-ai-chat-tool-call.sse": Expected(
         "openai.chat_completions", "complete", "tool_calls"
     ),
-    "real/cohere-v2-chat-tool-call.sse": Expected("generic", "eof_unverified", None),
+    "real/cohere-v2-chat-text.sse": Expected("cohere.chat", "complete", "COMPLETE"),
+    "real/cohere-v2-chat-tool-call.sse": Expected("cohere.chat", "complete", "TOOL_CALL"),
     "real/gemini-function-call.sse": Expected("gemini.generate_content", "complete", "STOP"),
     "real/gemini-text.sse": Expected("gemini.generate_content", "complete", "STOP"),
     "real/gemini-thinking.sse": Expected("gemini.generate_content", "complete", "STOP"),
@@ -103,6 +104,13 @@ EXPECTED: dict[str, Expected] = {
         "anthropic.messages", "incomplete", "max_tokens"
     ),
     "synthetic/anthropic-refusal.sse": Expected("anthropic.messages", "incomplete", "refusal"),
+    "synthetic/cohere-chat-error.sse": Expected("cohere.chat", "provider_error", "ERROR"),
+    "synthetic/cohere-chat-max-tokens.sse": Expected("cohere.chat", "incomplete", "MAX_TOKENS"),
+    "synthetic/cohere-chat-stop-sequence.sse": Expected("cohere.chat", "complete", "STOP_SEQUENCE"),
+    "synthetic/cohere-chat-thinking.sse": Expected("cohere.chat", "complete", "COMPLETE"),
+    # Cohere's own generation timeout, not the client's read deadline (``timeout``).
+    "synthetic/cohere-chat-timeout.sse": Expected("cohere.chat", "provider_error", "TIMEOUT"),
+    "synthetic/cohere-chat-truncated-mid-tool-call.sse": Expected("cohere.chat", "truncated", None),
     "synthetic/gemini-finish-max-tokens.sse": Expected(
         "gemini.generate_content", "incomplete", "MAX_TOKENS"
     ),

@@ -261,7 +261,7 @@ def _cases() -> dict[str, Case]:
         ),
         "buffer-limit-events": Case(anthropic, ANTHROPIC, Limits(max_events=5)),
         "eof-unverified": Case(read_fixture("edge/generic-clean-eof.sse"), "auto"),
-        "eof-unverified-cohere": Case(read_fixture("real/cohere-v2-chat-tool-call.sse"), "auto"),
+        "complete-cohere-sniffed": Case(read_fixture("real/cohere-v2-chat-tool-call.sse"), "auto"),
         "refused-rate-limited": Case(b"", CHAT, refused="rate_limited"),
         "refused-http-status": Case(b"", RESPONSES, refused="http_status"),
         "refused-media-type": Case(b"", ANTHROPIC, refused="media_type"),

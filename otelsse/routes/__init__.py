@@ -3,8 +3,8 @@
 Each built-in contract is one module with one ``Route`` subclass that declares everything about
 it (see ``_base.py``): ``openai.chat_completions``, ``openai.responses``, ``anthropic.messages``,
 ``gemini.generate_content``, ``bedrock.converse_stream``,
-``bedrock.invoke_model_with_response_stream`` and ``generic``; ``auto`` sniffs the contract from
-the first events.
+``bedrock.invoke_model_with_response_stream``, ``cohere.chat`` and ``generic``; ``auto`` sniffs the
+contract from the first events.
 This module is the registry: it keeps the detection order and answers ``detect_route``.
 
 Host profiles are named variants of a contract for servers that bend it on purpose (a gateway
@@ -14,28 +14,34 @@ built-in ones (``BUILT_IN_PROFILES``) cover gateways whose behaviour is document
 ``register_host`` adds a host of your own (``instrument(host_profiles=...)`` and
 ``otelsse inspect --host-profile`` call it). The contract's own hosts keep its strict rules.
 
-A route of your own uses only the names exported here::
+A route of your own uses only the names exported here, for example for Mistral's
+Conversations API (its text, function calls and usage left out)::
 
     from otelsse.routes import Request, Route, StreamState, handles, parse_object, register_route
 
-    class CohereChat(Route):
-        name = "cohere.chat"
-        provider = "cohere"
-        success_stops = frozenset({"COMPLETE", "TOOL_CALL"})
+    class MistralConversations(Route):
+        name = "mistral.conversations"
+        provider = "mistral_ai"
 
         @classmethod
         def matches(cls, request: Request) -> bool:
-            return request.method == "POST" and request.path.endswith("/v2/chat")
+            return request.method == "POST" and request.path.endswith("/v1/conversations")
 
         def envelope(self, event, state):
             payload = parse_object(event, state)
             return None if payload is None else (payload.get("type", ""), payload)
 
-        @handles("message-end")
-        def _on_end(self, payload, state: StreamState) -> None:
-            ...
+        @handles("conversation.response.done")
+        def _on_done(self, payload, state: StreamState) -> None:
+            self.ended = True
+            state.terminal()
 
-    register_route(CohereChat)
+        @handles("conversation.response.error")
+        def _on_error(self, payload, state: StreamState) -> None:
+            self.ended = True
+            state.provider_error(payload.get("code"))
+
+    register_route(MistralConversations)
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ from ._sniff import Sniffer
 from .anthropic_messages import AnthropicMessagesRoute
 from .bedrock_converse import BedrockConverseRoute
 from .bedrock_invoke import BedrockInvokeRoute
+from .cohere_chat import CohereChatRoute
 from .gemini import GeminiRoute
 from .generic import GenericRoute
 from .openai_chat import OPENAI_CHAT_PROFILES, OpenAIChatRoute
@@ -76,6 +83,7 @@ __all__ = [
     "AnthropicMessagesRoute",
     "BedrockConverseRoute",
     "BedrockInvokeRoute",
+    "CohereChatRoute",
     "GeminiRoute",
     "GenericRoute",
     "Handler",
@@ -114,6 +122,7 @@ BUILT_IN: tuple[type[Route], ...] = (
     GeminiRoute,
     BedrockConverseRoute,
     BedrockInvokeRoute,
+    CohereChatRoute,
     GenericRoute,
 )
 #: The built-in host profiles (each names its hosts and its sources in its docstring).

@@ -52,7 +52,7 @@ from tests._server import Reply, SSEServer
 
 CHAT = "/v1/chat/completions"
 #: A path no route claims: only the SSE media type makes the answer a stream (route ``generic``).
-UNKNOWN_PATH = "/v2/chat"
+UNKNOWN_PATH = "/v1/internal/generate"
 
 #: The monitor's ceilings in these tests: small, so that a bomb is thousands of them.
 CEILING = 64 * 1024

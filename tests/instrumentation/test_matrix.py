@@ -66,7 +66,7 @@ GEMINI = "gemini.generate_content"
 GENERIC = "generic"
 
 #: A path no built-in route claims: only the response's media type can make it a stream.
-UNKNOWN_PATH = "/v2/chat"
+UNKNOWN_PATH = "/v1/internal/generate"
 #: The path each route is served on, so that the request alone names the route.
 ROUTE_PATHS = {
     CHAT: "/v1/chat/completions",

@@ -31,7 +31,7 @@ def sdk() -> SDK:
         ("POST", "http://h/v1/models/g:streamGenerateContent", False, None,
          "gemini.generate_content", False),
         ("GET", "http://h/v1/responses/r1?stream=true", False, None, "openai.responses", True),
-        ("POST", "http://h/v2/chat", True, "text/event-stream", None, False),
+        ("POST", "http://h/v1/internal/generate", True, "text/event-stream", None, False),
     ],
 )  # fmt: skip
 def test_watch_expects_sse_only_on_streaming_routes(
@@ -116,12 +116,12 @@ def test_a_request_not_expected_to_stream_is_still_watched_once(sdk: SDK) -> Non
     # No span at send (an unknown route, no stream flag), yet the request is being watched: a
     # client it is sent through must not observe it a second time.
     settings = Settings(Telemetry(sdk.tracer_provider, sdk.meter_provider))
-    outer = settings.begin(watch_url, "POST", "http://h/v2/chat", False)
+    outer = settings.begin(watch_url, "POST", "http://h/v1/internal/generate", False)
     assert outer is not None
     assert outer.span is None
     with outer:
-        assert settings.begin(watch_url, "POST", "http://h/v2/chat", False) is None
-    assert settings.begin(watch_url, "POST", "http://h/v2/chat", False) is not None
+        assert settings.begin(watch_url, "POST", "http://h/v1/internal/generate", False) is None
+    assert settings.begin(watch_url, "POST", "http://h/v1/internal/generate", False) is not None
 
 
 @pytest.mark.parametrize("expected", [True, False])
@@ -133,7 +133,7 @@ def test_a_genai_neighbour_is_named_whether_the_stream_was_expected_or_found(
     settings = Settings(Telemetry(sdk.tracer_provider, sdk.meter_provider))
     tracer = sdk.tracer_provider.get_tracer("opentelemetry.instrumentation.openai_v2")
     attributes = {semconv.GEN_AI_OPERATION_NAME: "chat"}
-    url = "http://h/v1/chat/completions" if expected else "http://h/v2/chat"
+    url = "http://h/v1/chat/completions" if expected else "http://h/v1/internal/generate"
     with tracer.start_as_current_span("chat m", attributes=attributes):
         watch = watch_url(settings, "POST", url, expected)
         assert watch is not None

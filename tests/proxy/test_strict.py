@@ -24,8 +24,8 @@ strict upstream:
 
 The proxy's stream span says the outcome and, for a refused stream, ``otelsse.strict.raised``.
 
-A route that declares no error event (a user's own, ``tests/routes/cohere_chat.py``) has its
-refused streams cut: the same bytes, then no clean end of the chunks.
+A route that declares no error event (a user's own, ``tests/routes/mistral_conversations.py``) has
+its refused streams cut: the same bytes, then no clean end of the chunks.
 
 Content coding: a strict upstream is asked for an uncoded body (``accept-encoding: identity``);
 one that codes it all the same (the provider's ``gzip`` scenario does) is relayed as it comes
@@ -65,7 +65,7 @@ from otelsse._observe import strict_outcomes
 from otelsse.proxy import ProxyConfig, Upstream
 from otelsse.routes import get_route, register_route, unregister_route
 from tests._fixtures import read_fixture
-from tests.routes.cohere_chat import CohereChatRoute
+from tests.routes.mistral_conversations import MistralConversationsRoute
 
 from ._foreign import CurlSeen, Seen, job_for, run_curl, run_node
 from .conftest import (
@@ -323,31 +323,32 @@ def _post(
 
 
 @pytest.fixture
-def cohere_cut() -> Iterator[RecordingUpstream]:
-    """A route of the user's own (``tests/routes/cohere_chat.py``), which declares no error
-    event, and an upstream whose stream of it ends cleanly before its ``message-end``."""
-    body = read_fixture("real/cohere-v2-chat-tool-call.sse")
-    cut = body[: body.index(b"event: tool-call-end")]
-    register_route(CohereChatRoute)
+def mistral_cut() -> Iterator[RecordingUpstream]:
+    """A route of the user's own (``tests/routes/mistral_conversations.py``), which declares no
+    error event, and an upstream whose stream of it ends cleanly before its done event."""
+    body = read_fixture("edge/mistral-conversation-function-call.sse")
+    cut = body[: body.index(b"event: conversation.response.done")]
+    register_route(MistralConversationsRoute)
     try:
         with contextlib.closing(RecordingUpstream(cut)) as upstream:
             yield upstream
     finally:
-        unregister_route(CohereChatRoute.name)
+        unregister_route(MistralConversationsRoute.name)
 
 
 def test_a_route_without_an_error_event_has_its_refused_streams_cut(
-    cohere_cut: RecordingUpstream,
+    mistral_cut: RecordingUpstream,
 ) -> None:
-    with start_proxy(_strict_and_plain(cohere_cut.base())) as proxy:
+    with start_proxy(_strict_and_plain(mistral_cut.base())) as proxy:
         responses = {}
         for upstream in ("plain", "up"):
-            _, raw, ended = _post(proxy.url(upstream), request=("/v2/chat", {"stream": True}))
+            request = ("/v1/conversations", {"stream": True})
+            _, raw, ended = _post(proxy.url(upstream), request=request)
             responses[upstream] = (raw, ended.partition(":")[0])  # clean, or cut
         spans = proxy.stream_spans(2)
     assert responses["plain"][1] == "clean"  # without strict mode: passed on as it ended
     assert responses["up"] == (responses["plain"][0], "cut")  # the same bytes, then a cut
-    assert {(span.attributes or {})[semconv.ROUTE] for span in spans} == {"cohere.chat"}
+    assert {(span.attributes or {})[semconv.ROUTE] for span in spans} == {"mistral.conversations"}
     assert {str((span.attributes or {})[semconv.OUTCOME]) for span in spans} == {"truncated"}
 
 
