@@ -2,7 +2,7 @@
 
 Each built-in contract is one module with one ``Route`` subclass that declares everything about
 it (see ``_base.py``): ``openai.chat_completions``, ``openai.responses``, ``anthropic.messages``,
-``gemini.generate_content``, ``bedrock.converse_stream``,
+``gemini.generate_content``, ``gemini.interactions``, ``bedrock.converse_stream``,
 ``bedrock.invoke_model_with_response_stream`` and ``generic``; ``auto`` sniffs the contract from
 the first events.
 This module is the registry: it keeps the detection order and answers ``detect_route``.
@@ -53,6 +53,7 @@ from .anthropic_messages import AnthropicMessagesRoute
 from .bedrock_converse import BedrockConverseRoute
 from .bedrock_invoke import BedrockInvokeRoute
 from .gemini import GeminiRoute
+from .gemini_interactions import GeminiInteractionsRoute
 from .generic import GenericRoute
 from .openai_chat import OPENAI_CHAT_PROFILES, OpenAIChatRoute
 from .openai_responses import OpenAIResponsesRoute
@@ -65,6 +66,7 @@ __all__ = [
     "AnthropicMessagesRoute",
     "BedrockConverseRoute",
     "BedrockInvokeRoute",
+    "GeminiInteractionsRoute",
     "GeminiRoute",
     "GenericRoute",
     "Handler",
@@ -101,6 +103,7 @@ BUILT_IN: tuple[type[Route], ...] = (
     GeminiRoute,
     BedrockConverseRoute,
     BedrockInvokeRoute,
+    GeminiInteractionsRoute,
     GenericRoute,
 )
 #: The built-in host profiles (each names its hosts and its sources in its docstring).
