@@ -166,7 +166,8 @@ class GeminiInteractionsRoute(Route):
 
     @classmethod
     def sniff_payload(cls, payload: dict[str, Any]) -> bool:
-        return payload.get("event_type") in _SNIFFED_TYPES
+        kind = payload.get("event_type")
+        return type(kind) is str and kind in _SNIFFED_TYPES
 
     def __init__(self) -> None:
         super().__init__()
@@ -266,16 +267,17 @@ class GeminiInteractionsRoute(Route):
         if index in self._open:
             state.protocol_violation("step_reopened")
             return
+        kind = step.get("type")
+        call_kind = kind if type(kind) is str and kind.endswith(_CALL_SUFFIX) else None
+        arguments = None if call_kind is None else step.get("arguments")
+        if not (arguments is None or type(arguments) is dict):
+            state.payload_invalid()
+            return
         if not state.open_part(index):
             return
         self._open.add(index)
-        kind = step.get("type")
-        if type(kind) is str and kind.endswith(_CALL_SUFFIX):
-            arguments = step.get("arguments")
-            if not (arguments is None or type(arguments) is dict):
-                state.payload_invalid()
-                return
-            self._open_call(index, kind, step, {} if arguments is None else arguments, state)
+        if call_kind is not None:
+            self._open_call(index, call_kind, step, {} if arguments is None else arguments, state)
 
     def _open_call(
         self, index: int, kind: str, item: dict[str, Any], empty_means: Any, state: StreamState
