@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from otelsse import Outcome, StreamFault, detect_route, read_stream
+from otelsse import Outcome, StreamFault, ToolCallState, ToolGate, detect_route, read_stream
 from otelsse._core.events import SSEEvent
 from otelsse.routes import GeminiInteractionsRoute, Request, match_route
 from tests._fixtures import read_fixture
@@ -422,6 +422,46 @@ def test_text_and_thought_summaries_are_the_answer_and_its_reasoning() -> None:
     assert result.reasoning[0].startswith("**Clarifying the Explanation**")
     # two thought summaries and two texts; a thought signature is no output
     assert result.report.output_delta_count == 4
+
+
+class Chunks:
+    """One event a read, counting the reads handed out."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self._chunks = chunks
+        self.sent = 0
+
+    def __iter__(self) -> Chunks:
+        return self
+
+    def __next__(self) -> bytes:
+        if self.sent == len(self._chunks):
+            raise StopIteration
+        self.sent += 1
+        return self._chunks[self.sent - 1]
+
+
+def test_the_tool_gate_can_run_a_call_at_its_step_stop() -> None:
+    """A call's ``step.stop`` proves its arguments whole (``proves_item_end``): with
+    ``run_at="item"`` the gate runs it there, before the interaction completes."""
+    events = [
+        CREATED,
+        start(0, type="function_call", id="c1", name="get_weather"),
+        delta(0, type="arguments_delta", arguments='{"city": '),
+        delta(0, type="arguments_delta", arguments='"Paris"}'),
+        stop(0),
+        completed("requires_action"),
+        DONE,
+    ]
+    source = Chunks(events)
+    ran: list[tuple[Any, int]] = []
+    result = ToolGate(run_at="item").run(
+        source,
+        ROUTE,
+        execute={"get_weather": lambda arguments: ran.append((arguments, source.sent))},
+    )
+    assert [call.state for call in result.calls] == [ToolCallState.EXECUTED]
+    assert ran == [({"city": "Paris"}, events.index(stop(0)) + 1)]
 
 
 # -- usage and identity --------------------------------------------------------------------------
