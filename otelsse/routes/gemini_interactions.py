@@ -326,8 +326,16 @@ class GeminiInteractionsRoute(Route):
         if type(arguments) is not dict:
             state.payload_invalid()
             return
-        if index not in self._calls:
+        call = self._calls.get(index)
+        if call is None:
             self._open_call(index, kind, delta, {}, state)
+        else:
+            # A start that named only the part's type: the whole call names itself.
+            call_id, name = delta.get("id"), delta.get("name")
+            if call.call_id is None and type(call_id) is str:
+                call.call_id = call_id
+            if call.name in (None, kind) and type(name) is str:
+                call.name = name
         self._whole[index] = arguments
 
     @handles("step.stop", "content.stop")

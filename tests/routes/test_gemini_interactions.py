@@ -388,7 +388,7 @@ def test_the_legacy_events_send_a_call_whole_in_one_delta() -> None:
     result = read_stream([body], ROUTE)
     assert result.report.outcome is Outcome.COMPLETE
     (call,) = result.tool_calls
-    assert call.arguments == {"x": 1}
+    assert (call.id, call.name, call.arguments) == ("c1", "f", {"x": 1})
 
 
 def test_a_call_the_provider_runs_is_never_the_applications() -> None:
