@@ -48,6 +48,14 @@ EXPECTED: dict[str, Expected] = {
     "real/cohere-v2-chat-text.sse": Expected("cohere.chat", "complete", "COMPLETE"),
     "real/cohere-v2-chat-tool-call.sse": Expected("cohere.chat", "complete", "TOOL_CALL"),
     "real/gemini-function-call.sse": Expected("gemini.generate_content", "complete", "STOP"),
+    # Before google-genai 2.0.0 the Interactions API streamed ``content.*`` events, not steps.
+    "real/gemini-interactions-legacy-content.sse": Expected(
+        "gemini.interactions", "complete", "completed"
+    ),
+    "real/gemini-interactions-text.sse": Expected("gemini.interactions", "complete", "completed"),
+    "real/gemini-interactions-thinking.sse": Expected(
+        "gemini.interactions", "complete", "completed"
+    ),
     "real/gemini-text.sse": Expected("gemini.generate_content", "complete", "STOP"),
     "real/gemini-thinking.sse": Expected("gemini.generate_content", "complete", "STOP"),
     "real/groq-chat-error-event.sse": Expected("openai.chat_completions", "provider_error", None),
@@ -113,6 +121,25 @@ EXPECTED: dict[str, Expected] = {
     "synthetic/cohere-chat-truncated-mid-tool-call.sse": Expected("cohere.chat", "truncated", None),
     "synthetic/gemini-finish-max-tokens.sse": Expected(
         "gemini.generate_content", "incomplete", "MAX_TOKENS"
+    ),
+    "synthetic/gemini-interactions-error-event.sse": Expected(
+        "gemini.interactions", "provider_error", None
+    ),
+    "synthetic/gemini-interactions-failed.sse": Expected(
+        "gemini.interactions", "provider_error", "failed"
+    ),
+    # The paused state: the model waits for the client's function results (a success stop).
+    "synthetic/gemini-interactions-function-call-requires-action.sse": Expected(
+        "gemini.interactions", "complete", "requires_action"
+    ),
+    "synthetic/gemini-interactions-function-call-truncated.sse": Expected(
+        "gemini.interactions", "truncated", None
+    ),
+    "synthetic/gemini-interactions-incomplete.sse": Expected(
+        "gemini.interactions", "incomplete", "incomplete"
+    ),
+    "synthetic/gemini-interactions-requires-continuation.sse": Expected(
+        "gemini.interactions", "incomplete", "requires_continuation"
     ),
     "synthetic/gemini-midstream-error.sse": Expected(
         "gemini.generate_content", "provider_error", None

@@ -1,10 +1,8 @@
 """Routes: which provider contract a stream follows, and how to recognise it.
 
 Each built-in contract is one module with one ``Route`` subclass that declares everything about
-it (see ``_base.py``): ``openai.chat_completions``, ``openai.responses``, ``anthropic.messages``,
-``gemini.generate_content``, ``bedrock.converse_stream``,
-``bedrock.invoke_model_with_response_stream``, ``cohere.chat`` and ``generic``; ``auto`` sniffs the
-contract from the first events.
+it (see ``_base.py``); ``BUILT_IN`` lists them in detection order, ``generic`` last, and
+``docs/users/routes.md`` documents each. ``auto`` sniffs the contract from the first events.
 This module is the registry: it keeps the detection order and answers ``detect_route``.
 
 Host profiles are named variants of a contract for servers that bend it on purpose (a gateway
@@ -70,6 +68,7 @@ from .bedrock_converse import BedrockConverseRoute
 from .bedrock_invoke import BedrockInvokeRoute
 from .cohere_chat import CohereChatRoute
 from .gemini import GeminiRoute
+from .gemini_interactions import GeminiInteractionsRoute
 from .generic import GenericRoute
 from .openai_chat import OPENAI_CHAT_PROFILES, OpenAIChatRoute
 from .openai_responses import OpenAIResponsesRoute
@@ -84,6 +83,7 @@ __all__ = [
     "BedrockConverseRoute",
     "BedrockInvokeRoute",
     "CohereChatRoute",
+    "GeminiInteractionsRoute",
     "GeminiRoute",
     "GenericRoute",
     "Handler",
@@ -123,6 +123,7 @@ BUILT_IN: tuple[type[Route], ...] = (
     BedrockConverseRoute,
     BedrockInvokeRoute,
     CohereChatRoute,
+    GeminiInteractionsRoute,
     GenericRoute,
 )
 #: The built-in host profiles (each names its hosts and its sources in its docstring).
