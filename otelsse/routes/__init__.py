@@ -3,8 +3,8 @@
 Each built-in contract is one module with one ``Route`` subclass that declares everything about
 it (see ``_base.py``): ``openai.chat_completions``, ``openai.responses``, ``anthropic.messages``,
 ``gemini.generate_content``, ``bedrock.converse_stream``,
-``bedrock.invoke_model_with_response_stream`` and ``generic``; ``auto`` sniffs the contract from
-the first events.
+``bedrock.invoke_model_with_response_stream``, ``agui.run`` (AG-UI agent runs) and ``generic``;
+``auto`` sniffs the contract from the first events.
 This module is the registry: it keeps the detection order and answers ``detect_route``.
 
 Host profiles are named variants of a contract for servers that bend it on purpose (a gateway
@@ -49,6 +49,7 @@ from .._core.http import is_event_stream
 from .._core.state import StreamState, ToolCall
 from ._base import CHUNK, Handler, Redaction, Request, Route, handles, parse_object
 from ._sniff import Sniffer
+from .agui import AGUIRoute
 from .anthropic_messages import AnthropicMessagesRoute
 from .bedrock_converse import BedrockConverseRoute
 from .bedrock_invoke import BedrockInvokeRoute
@@ -62,6 +63,7 @@ __all__ = [
     "BUILT_IN",
     "BUILT_IN_PROFILES",
     "CHUNK",
+    "AGUIRoute",
     "AnthropicMessagesRoute",
     "BedrockConverseRoute",
     "BedrockInvokeRoute",
@@ -101,6 +103,7 @@ BUILT_IN: tuple[type[Route], ...] = (
     GeminiRoute,
     BedrockConverseRoute,
     BedrockInvokeRoute,
+    AGUIRoute,
     GenericRoute,
 )
 #: The built-in host profiles (each names its hosts and its sources in its docstring).
