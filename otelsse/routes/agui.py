@@ -105,7 +105,7 @@ _RUN_STARTED = "RUN_STARTED"
 _RUN_FINISHED = "RUN_FINISHED"
 _RUN_ERROR = "RUN_ERROR"
 
-# The run's own events: asked before the run state, which they change.
+# The run's own boundaries: the sequence check leaves them to their handlers.
 _RUN_BOUNDARIES = frozenset({_RUN_STARTED, _RUN_ERROR})
 # Run-level events end every chunk stream (RUN_ERROR abandons them instead: its handler).
 _END_EVERY_LANE = frozenset({_RUN_STARTED, _RUN_FINISHED, "MESSAGES_SNAPSHOT"})
@@ -275,18 +275,18 @@ class AGUIRoute(Route):
         tag = payload.get("subagentRunId")
         if tag is not None or not self._lanes:
             return tag
-        opened: tuple[Any, str | None] | None = None
+        items: dict[str, Any]
         if kind in _CONTINUES_MESSAGE:
-            opened = self._opened(self._messages, payload.get("messageId"))
+            items, key = self._messages, "messageId"
         elif kind in _CONTINUES_REASONING:
-            opened = self._opened(self._reasoning, payload.get("messageId"))
+            items, key = self._reasoning, "messageId"
         elif kind in _CONTINUES_CALL:
-            opened = self._opened(self._calls, payload.get("toolCallId"))
+            items, key = self._calls, "toolCallId"
+        else:
+            return None
+        item_id = payload.get(key)
+        opened = None if item_id is None else items.get(item_id)
         return None if opened is None else opened[1]
-
-    @staticmethod
-    def _opened(items: dict[str, Any], item_id: Any) -> Any:
-        return items.get(item_id) if type(item_id) is str else None
 
     def _admit(self, state: StreamState) -> int | None:
         """A key for a new open item, or None when the state cannot admit one more."""

@@ -11,13 +11,17 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from otelsse import Outcome, StreamMonitor, detect_route, read_stream
+from otelsse import Outcome, SSEEvent, StreamMonitor, detect_route, read_stream
+from otelsse._core.state import StreamState
 from otelsse._monitor import Limits, StreamError, StreamReport
 from otelsse._reader import StreamFault
 from otelsse.routes import AGUIRoute, Request, match_route
 from tests._fixtures import read_fixture
 from tests._helpers import run_monitor
+from tests._tiers import examples
 
 ROUTE = "agui.run"
 STARTED = {"type": "RUN_STARTED", "threadId": "t1", "runId": "r1"}
@@ -755,3 +759,50 @@ def test_closed_items_free_their_place() -> None:
     monitor = StreamMonitor(ROUTE, limits=Limits(max_parts=8))
     monitor.feed(sse(*run(*steps, *message(), *message())))
     assert monitor.close().outcome is Outcome.COMPLETE
+
+
+# -- any shape, any order ------------------------------------------------------------------------
+
+_KINDS = [*sorted(AGUIRoute.handlers), "FUTURE_EVENT"]
+_FIELDS = [
+    "threadId", "runId", "messageId", "toolCallId", "toolCallName", "parentMessageId", "stepName",
+    "subagentRunId", "role", "name", "delta", "outcome", "usage", "code", "message",
+]  # fmt: skip
+_VALUES = st.one_of(
+    st.sampled_from(["m1", "c1", "s1", "s", "assistant", "user", "{", "}", "", '{"a": 1}']),
+    st.none(),
+    st.integers(-1, 3),
+    st.lists(
+        st.sampled_from([{"inputTokens": 1, "model": "x"}, {"outputTokens": -1}, 1]), max_size=2
+    ),
+    st.sampled_from([{"type": "interrupt"}, {"type": "cancelled"}, {"type": 1}, {}, []]),
+)
+_EVENTS = st.builds(
+    lambda kind, fields: {"type": kind, **fields},
+    st.sampled_from(_KINDS),
+    st.dictionaries(st.sampled_from(_FIELDS), _VALUES, max_size=4),
+)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.lists(_EVENTS, max_size=12), st.sampled_from([None, "transport", "cancelled"]))
+def test_any_events_in_any_order_never_raise_and_are_judged_once(
+    events: list[dict[str, Any]], error: StreamError | None
+) -> None:
+    """The handlers themselves never raise (the monitor's shape-error net is not needed), and a
+    stream of AG-UI events is the same whether the route was named or sniffed."""
+    route, state = (
+        AGUIRoute(),
+        StreamState(
+            collect_text=True, max_tool_chars=1 << 20, max_tool_calls=64, max_text_chars=1 << 20
+        ),
+    )
+    for event in events:
+        sse_event = SSEEvent("message", json.dumps(event))
+        state.event = sse_event
+        route.on_event(sse_event, state)
+    route.on_close(state)
+    body = sse(STARTED, *events)
+    _, named = run_monitor([body], route=ROUTE, error=error)
+    _, sniffed = run_monitor([body], error=error)
+    assert named == sniffed
