@@ -105,6 +105,16 @@ EXPECTED: dict[str, Expected] = {
     "real/writer-chat-tool-call-no-done.sse": Expected(
         "openai.chat_completions", "terminal_missing", "tool_calls"
     ),
+    "synthetic/agui-cancelled.sse": Expected("agui.run", "incomplete", "cancelled"),
+    "synthetic/agui-chunks-reasoning-usage.sse": Expected("agui.run", "complete", "success"),
+    "synthetic/agui-dart-heartbeat-comments.sse": Expected("agui.run", "complete", "success"),
+    "synthetic/agui-dart-tool-call.sse": Expected("agui.run", "complete", "success"),
+    # An interrupted run is a closed run, paused for input (docs/users/outcomes.md).
+    "synthetic/agui-interrupt.sse": Expected("agui.run", "complete", "interrupt"),
+    "synthetic/agui-run-error.sse": Expected("agui.run", "provider_error", None),
+    "synthetic/agui-spec-example.sse": Expected("agui.run", "complete", "success"),
+    "synthetic/agui-truncated-mid-message.sse": Expected("agui.run", "truncated", None),
+    "synthetic/agui-two-runs.sse": Expected("agui.run", "complete", "success"),
     "synthetic/anthropic-error-overloaded-midstream.sse": Expected(
         "anthropic.messages", "provider_error", None
     ),

@@ -63,6 +63,7 @@ from ._base import (
     parse_object,
 )
 from ._sniff import Sniffer
+from .agui import AGUIRoute
 from .anthropic_messages import AnthropicMessagesRoute
 from .bedrock_converse import BedrockConverseRoute
 from .bedrock_invoke import BedrockInvokeRoute
@@ -79,6 +80,7 @@ __all__ = [
     "BUILT_IN_PROFILES",
     "CHUNK",
     "MAX_HEADER_CHARS",
+    "AGUIRoute",
     "AnthropicMessagesRoute",
     "BedrockConverseRoute",
     "BedrockInvokeRoute",
@@ -124,6 +126,7 @@ BUILT_IN: tuple[type[Route], ...] = (
     BedrockInvokeRoute,
     CohereChatRoute,
     GeminiInteractionsRoute,
+    AGUIRoute,
     GenericRoute,
 )
 #: The built-in host profiles (each names its hosts and its sources in its docstring).

@@ -64,6 +64,7 @@ RESPONSES = "openai.responses"
 ANTHROPIC = "anthropic.messages"
 GEMINI = "gemini.generate_content"
 GENERIC = "generic"
+AGUI = "agui.run"
 
 #: A path no built-in route claims: only the response's media type can make it a stream.
 UNKNOWN_PATH = "/v1/internal/generate"
@@ -74,6 +75,7 @@ ROUTE_PATHS = {
     ANTHROPIC: "/v1/messages",
     GEMINI: "/v1beta/models/m:streamGenerateContent?alt=sse",
     GENERIC: UNKNOWN_PATH,
+    AGUI: "/agent",  # an AG-UI agent's own path: no route claims it, its first event tells
 }
 
 NOT_STREAMING = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
