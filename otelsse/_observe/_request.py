@@ -128,7 +128,10 @@ class Settings:
             route = match_route(request)
             if route is None:
                 return Watch(self, client, url, None, False, None)
-            return Watch(self, client, url, route, True, body().model, request, found.id)
+            # A protocol whose server may answer JSON instead (MCP) is watched for an SSE
+            # answer only; one that always streams (A2A's streaming methods) from the send.
+            streams = route.always_streams(request)
+            return Watch(self, client, url, route, streams, body().model, request, found.id)
         if route.request_headers:
             request = protocol_request(request, None, None, header)
         url_model = route.url_model(request)

@@ -252,7 +252,10 @@ class Route:
 
     @classmethod
     def always_streams(cls, request: Request) -> bool:
-        """Whether this matching request asks for SSE by its URL alone (no body flag needed)."""
+        """Whether this matching request asks for SSE by its URL alone (no body flag needed),
+        or, for a request claimed by its JSON-RPC method (see ``Request``), whether its answer
+        is always a stream; False where the server may answer with one JSON object (MCP): the
+        request is then observed only when its answer is SSE."""
         return False
 
     @classmethod

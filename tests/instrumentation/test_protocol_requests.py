@@ -172,3 +172,15 @@ def test_a_scanned_body_in_pieces_is_read_whole_or_not_at_all() -> None:
     long.feed(b'{"jsonrpc":"2.0","id":1,"method":"m","pad":"' + b"x" * 70000)
     long.feed(b'"}')
     assert tuple(long.rpc) == (None, None, None)
+
+
+def test_a_json_answer_to_a_protocol_that_may_send_one_is_no_stream(
+    echo: type[EchoRoute], client: Client, server: SSEServer, otel: Telemetry
+) -> None:
+    # MCP's server answers a request with one JSON object or an SSE stream, its choice: a route
+    # that does not always stream is observed only when the answer is SSE.
+    answer = Reply(b'{"jsonrpc":"2.0","id":7,"result":{}}', content_type="application/json")
+    got = fetch(client, server.route("/any/path", answer), json=CALL, headers=SSE)
+    assert got.error is None
+    assert otel.spans() == []
+    assert otel.points(semconv.STREAMS.name) == []
