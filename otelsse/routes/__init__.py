@@ -3,8 +3,8 @@
 Each built-in contract is one module with one ``Route`` subclass that declares everything about
 it (see ``_base.py``): ``openai.chat_completions``, ``openai.responses``, ``anthropic.messages``,
 ``gemini.generate_content``, ``bedrock.converse_stream``,
-``bedrock.invoke_model_with_response_stream`` and ``generic``; ``auto`` sniffs the contract from
-the first events.
+``bedrock.invoke_model_with_response_stream``, ``a2a.stream`` (A2A streaming, JSON-RPC and
+HTTP+JSON) and ``generic``; ``auto`` sniffs the contract from the first events.
 This module is the registry: it keeps the detection order and answers ``detect_route``.
 
 Host profiles are named variants of a contract for servers that bend it on purpose (a gateway
@@ -59,6 +59,7 @@ from ._base import (
     parse_object,
 )
 from ._sniff import Sniffer
+from .a2a import A2AStreamRoute
 from .anthropic_messages import AnthropicMessagesRoute
 from .bedrock_converse import BedrockConverseRoute
 from .bedrock_invoke import BedrockInvokeRoute
@@ -73,6 +74,7 @@ __all__ = [
     "BUILT_IN_PROFILES",
     "CHUNK",
     "MAX_HEADER_CHARS",
+    "A2AStreamRoute",
     "AnthropicMessagesRoute",
     "BedrockConverseRoute",
     "BedrockInvokeRoute",
@@ -114,6 +116,7 @@ BUILT_IN: tuple[type[Route], ...] = (
     GeminiRoute,
     BedrockConverseRoute,
     BedrockInvokeRoute,
+    A2AStreamRoute,
     GenericRoute,
 )
 #: The built-in host profiles (each names its hosts and its sources in its docstring).
