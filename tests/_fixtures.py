@@ -24,6 +24,22 @@ class Expected(NamedTuple):
 # docs/users/outcomes.md and the synthetic fixtures' README, under its route's default rule: a host
 # profile's verdict on a recording is tested in tests/routes/test_profiles.py.
 EXPECTED: dict[str, Expected] = {
+    # Captured from a2a-sdk's own server (real/SOURCES.md); A2A states in their lower-case spelling.
+    "real/a2a-sdk-jsonrpc-artifacts-completed.sse": Expected("a2a.stream", "complete", "completed"),
+    "real/a2a-sdk-jsonrpc-canceled.sse": Expected("a2a.stream", "incomplete", "canceled"),
+    "real/a2a-sdk-jsonrpc-error-event.sse": Expected("a2a.stream", "provider_error", None),
+    "real/a2a-sdk-jsonrpc-v03-artifacts-completed.sse": Expected(
+        "a2a.stream", "complete", "completed"
+    ),
+    "real/a2a-sdk-jsonrpc-v03-input-required.sse": Expected(
+        "a2a.stream", "complete", "input-required"
+    ),
+    "real/a2a-sdk-rest-error-event.sse": Expected("a2a.stream", "provider_error", None),
+    "real/a2a-sdk-rest-failed.sse": Expected("a2a.stream", "provider_error", "failed"),
+    "real/a2a-sdk-rest-message.sse": Expected("a2a.stream", "complete", "message"),
+    "real/a2a-sdk-rest-v03-input-required.sse": Expected(
+        "a2a.stream", "complete", "input-required"
+    ),
     "real/anthropic-pause-turn.sse": Expected("anthropic.messages", "incomplete", "pause_turn"),
     "real/anthropic-server-tool-empty-input.sse": Expected(
         "anthropic.messages", "complete", "end_turn"
@@ -115,6 +131,9 @@ EXPECTED: dict[str, Expected] = {
     "synthetic/agui-spec-example.sse": Expected("agui.run", "complete", "success"),
     "synthetic/agui-truncated-mid-message.sse": Expected("agui.run", "truncated", None),
     "synthetic/agui-two-runs.sse": Expected("agui.run", "complete", "success"),
+    "synthetic/a2a-v03-spec-cut-mid-artifact.sse": Expected("a2a.stream", "truncated", None),
+    "synthetic/a2a-v03-spec-streaming.sse": Expected("a2a.stream", "complete", "completed"),
+    "synthetic/a2a-v1-spec-streaming-rest.sse": Expected("a2a.stream", "complete", "completed"),
     "synthetic/anthropic-error-overloaded-midstream.sse": Expected(
         "anthropic.messages", "provider_error", None
     ),

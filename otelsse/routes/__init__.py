@@ -63,6 +63,7 @@ from ._base import (
     parse_object,
 )
 from ._sniff import Sniffer
+from .a2a import A2AStreamRoute
 from .agui import AGUIRoute
 from .anthropic_messages import AnthropicMessagesRoute
 from .bedrock_converse import BedrockConverseRoute
@@ -80,6 +81,7 @@ __all__ = [
     "BUILT_IN_PROFILES",
     "CHUNK",
     "MAX_HEADER_CHARS",
+    "A2AStreamRoute",
     "AGUIRoute",
     "AnthropicMessagesRoute",
     "BedrockConverseRoute",
@@ -127,6 +129,7 @@ BUILT_IN: tuple[type[Route], ...] = (
     CohereChatRoute,
     GeminiInteractionsRoute,
     AGUIRoute,
+    A2AStreamRoute,
     GenericRoute,
 )
 #: The built-in host profiles (each names its hosts and its sources in its docstring).

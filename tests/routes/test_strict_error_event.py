@@ -84,6 +84,7 @@ def test_the_event_is_one_whole_event_with_the_code_and_message_only(route: type
         "INTERNAL",
         "otelsse",
         "type.googleapis.com/google.rpc.ErrorInfo",
+        "2.0",  # JSON-RPC's version (A2A)
     }, strings
 
 
