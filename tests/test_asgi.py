@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import uuid
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import httpx
 import pytest
-import uvicorn
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -34,7 +32,8 @@ from otelsse import asgi, semconv
 from otelsse._monitor import Limits, StreamMonitor
 from otelsse._telemetry import Telemetry as OtelsseTelemetry
 from otelsse.asgi import ASGIApp, OtelSSEMiddleware
-from tests._helpers import joined, soon
+from tests._helpers import soon
+from tests._uvicorn import Served, serving
 
 from ._fixtures import read_fixture
 from ._helpers import event_ends, sse_events
@@ -110,41 +109,10 @@ class AppFailure(Exception):
     """What the app raises mid-stream."""
 
 
-@dataclass
-class _Mount:
-    """The ASGI app the server runs: whatever a test mounts, and the exceptions it raised."""
-
-    app: ASGIApp = APP
-    raised: list[BaseException] = field(default_factory=list)
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await self.app(scope, receive, send)
-        except BaseException as exc:
-            self.raised.append(exc)
-            raise
-
-
-@dataclass
-class _Server:
-    mount: _Mount
-    base: str
-
-
 @pytest.fixture(scope="module")
-def server() -> Iterator[_Server]:
-    mount = _Mount()
-    config = uvicorn.Config(mount, host="127.0.0.1", port=0, lifespan="off", log_level="critical")
-    running = uvicorn.Server(config)
-    thread = threading.Thread(target=running.run)
-    thread.start()
-    try:
-        _wait(lambda: running.started, "the server to start")
-        port = running.servers[0].sockets[0].getsockname()[1]
-        yield _Server(mount, f"http://127.0.0.1:{port}")
-    finally:
-        running.should_exit = True
-        joined(thread, MAX_WAIT)
+def server() -> Iterator[Served]:
+    with serving(lambda base: APP) as served:
+        yield served
 
 
 @pytest.fixture
@@ -168,14 +136,14 @@ def _middleware(telemetry: Telemetry, **options: Any) -> OtelSSEMiddleware:
 
 
 @pytest.fixture
-def otel(server: _Server, sdk: Telemetry) -> Iterator[Telemetry]:
+def otel(server: Served, sdk: Telemetry) -> Iterator[Telemetry]:
     """The middleware mounted on the server; the bare app again afterwards."""
     server.mount.app = _middleware(sdk)
     server.mount.raised.clear()
     try:
         yield sdk
     finally:
-        server.mount.app = APP
+        server.mount.app = server.mount.bare
 
 
 def _wait(condition: Callable[[], object], what: str) -> None:
@@ -219,12 +187,12 @@ def _body(model: str = "gpt-test", padding: int = 0) -> bytes:
 
 
 def _both(
-    server: _Server, otel: Telemetry, path: str, headers: dict[str, str], body: bytes
+    server: Served, otel: Telemetry, path: str, headers: dict[str, str], body: bytes
 ) -> _Answer:
     """The answer through the middleware, after checking it is the bare app's, byte for byte."""
     observed = _post(server.base, path, headers, body)
     app = server.mount.app
-    server.mount.app = APP
+    server.mount.app = server.mount.bare
     try:
         bare = _post(server.base, path, headers, body)
     finally:
@@ -243,7 +211,7 @@ def _both(
     ids=["complete", "app-stops-early", "provider-error"],
 )
 def test_streaming_response(
-    server: _Server,
+    server: Served,
     otel: Telemetry,
     fixture: str,
     events: int | None,
@@ -277,7 +245,7 @@ def test_streaming_response(
 
 
 def test_a_sniffed_route_leaves_every_active_series_at_zero(
-    server: _Server, otel: Telemetry
+    server: Served, otel: Telemetry
 ) -> None:
     """The stream starts under ``generic`` and ends under the route its events name: the active
     gauge must go down on the series it went up on, not the sum only."""
@@ -294,7 +262,7 @@ def test_a_sniffed_route_leaves_every_active_series_at_zero(
     assert set(series.values()) == {0}, series
 
 
-def test_gzip_stream_is_observed_decoded(server: _Server, otel: Telemetry) -> None:
+def test_gzip_stream_is_observed_decoded(server: Served, otel: Telemetry) -> None:
     headers = {"x-fixture": "real/openai-chat-text.sse", "x-gzip": "1"}
     answer = _both(server, otel, "/v1/chat/completions", headers, _body())
     decoded = zlib.decompress(answer.body, wbits=31)
@@ -304,7 +272,7 @@ def test_gzip_stream_is_observed_decoded(server: _Server, otel: Telemetry) -> No
     assert attributes[semconv.BYTES_RECEIVED] == len(decoded)  # what the client decodes
 
 
-def test_model_read_as_the_app_reads_a_long_body(server: _Server, otel: Telemetry) -> None:
+def test_model_read_as_the_app_reads_a_long_body(server: Served, otel: Telemetry) -> None:
     """A body the server hands over in many messages: the app gets all of it, the span the
     model named at its end."""
     body = _body("gpt-long", padding=1_000_000)
@@ -315,7 +283,7 @@ def test_model_read_as_the_app_reads_a_long_body(server: _Server, otel: Telemetr
     assert (span.attributes or {})[semconv.GEN_AI_REQUEST_MODEL] == "gpt-long"
 
 
-def test_sse_starlette(server: _Server, otel: Telemetry) -> None:
+def test_sse_starlette(server: Served, otel: Telemetry) -> None:
     headers = {"x-fixture": "real/anthropic-text.sse"}
     answer = _both(server, otel, "/v1/messages", headers, b'{"model": "claude-test"}')
     assert answer.error is None
@@ -326,7 +294,7 @@ def test_sse_starlette(server: _Server, otel: Telemetry) -> None:
     assert attributes[semconv.GEN_AI_REQUEST_MODEL] == "claude-test"
 
 
-def test_app_raising_mid_stream_is_truncated(server: _Server, otel: Telemetry) -> None:
+def test_app_raising_mid_stream_is_truncated(server: Served, otel: Telemetry) -> None:
     fixture = "real/openai-chat-text.sse"
     headers = {"x-fixture": fixture, "x-events": "3", "x-then": "raise"}
     answer = _both(server, otel, "/v1/chat/completions", headers, _body())
@@ -340,7 +308,7 @@ def test_app_raising_mid_stream_is_truncated(server: _Server, otel: Telemetry) -
     assert otel.active_streams() == 0
 
 
-def test_client_disconnect_is_cancelled(server: _Server, otel: Telemetry) -> None:
+def test_client_disconnect_is_cancelled(server: Served, otel: Telemetry) -> None:
     """The client closes its socket mid-stream; the app is waiting for more to send."""
     fixture = "real/openai-chat-text.sse"
     first = _events(fixture)[0]
@@ -376,7 +344,7 @@ def test_client_disconnect_is_cancelled(server: _Server, otel: Telemetry) -> Non
     ids=["route", "feed", "close", "end_span", "record_metrics"],
 )
 def test_otelsse_failures_are_contained(
-    server: _Server,
+    server: Served,
     otel: Telemetry,
     monkeypatch: pytest.MonkeyPatch,
     owner: object,
@@ -402,10 +370,10 @@ def test_otelsse_failures_are_contained(
     assert otel.active_streams() == 0
 
 
-def test_non_sse_response_is_untouched(server: _Server, otel: Telemetry) -> None:
+def test_non_sse_response_is_untouched(server: Served, otel: Telemetry) -> None:
     with httpx.Client(base_url=server.base, timeout=MAX_WAIT) as client:
         observed = client.get("/health")
-        server.mount.app = APP
+        server.mount.app = server.mount.bare
         bare = client.get("/health")
     assert (observed.status_code, observed.content) == (bare.status_code, bare.content)
     assert observed.content == b'{"ok":true}'
@@ -488,7 +456,7 @@ def test_limits_bound_the_monitor(sdk: Telemetry) -> None:
     assert (sdk.stream_span().attributes or {})[semconv.OUTCOME] == "buffer_limit"
 
 
-def test_no_content_in_telemetry(server: _Server, otel: Telemetry) -> None:
+def test_no_content_in_telemetry(server: Served, otel: Telemetry) -> None:
     """Markers in the body's messages, the query string and the credentials reach no span or
     metric point; the stream's own text neither."""
     marker = f"canary-{uuid.uuid4()}"

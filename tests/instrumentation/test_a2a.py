@@ -28,13 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import uvicorn
 from a2a.client import A2AClientError, ClientConfig, ClientFactory
 from a2a.helpers import get_artifact_text, get_message_text, new_task_from_user_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -61,12 +59,13 @@ from opentelemetry.sdk.trace import ReadableSpan
 from starlette.applications import Starlette
 
 from otelsse import semconv
-from otelsse.asgi import ASGIApp, OtelSSEMiddleware
+from otelsse.asgi import OtelSSEMiddleware
 from otelsse.routes import A2AStreamRoute
 from tests._fixtures import read_fixture
-from tests._helpers import event_ends, joined, soon
+from tests._helpers import event_ends, soon
 from tests._otel import Telemetry
 from tests._server import Reply, SSEServer
+from tests._uvicorn import Served, serving
 
 #: Upper bound for every wait here (never a measured duration).
 MAX_WAIT = 30.0
@@ -134,42 +133,10 @@ def _app(card: AgentCard) -> Starlette:
     return Starlette(routes=routes)
 
 
-@dataclass
-class _Mount:
-    """The ASGI app the server runs: the bare A2A app, or it inside the middleware."""
-
-    bare: ASGIApp
-    app: ASGIApp = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.app = self.bare
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await self.app(scope, receive, send)
-
-
-@dataclass
-class _Server:
-    mount: _Mount
-    base: str
-
-
 @pytest.fixture(scope="module")
-def agent() -> Iterator[_Server]:
-    config = uvicorn.Config(None, host="127.0.0.1", port=0, lifespan="off", log_level="critical")
-    running = uvicorn.Server(config)
-    sockets = [config.bind_socket()]
-    base = f"http://127.0.0.1:{sockets[0].getsockname()[1]}"
-    mount = _Mount(_app(_card(base)))
-    config.app = mount
-    thread = threading.Thread(target=running.run, kwargs={"sockets": sockets})
-    thread.start()
-    try:
-        soon(lambda: running.started, MAX_WAIT, "the A2A server to start")
-        yield _Server(mount, base)
-    finally:
-        running.should_exit = True
-        joined(thread, MAX_WAIT)
+def agent() -> Iterator[Served]:
+    with serving(lambda base: _app(_card(base))) as served:
+        yield served
 
 
 # -- what the application sees ------------------------------------------------------------------
@@ -236,7 +203,7 @@ class _Verdicts:
 
 
 def _both(
-    agent: _Server, card: AgentCard, text: str, read: Reading = _to_the_end
+    agent: Served, card: AgentCard, text: str, read: Reading = _to_the_end
 ) -> tuple[_Run, _Verdicts]:
     """The reference run, then the run with otelsse on both sides and both spans."""
     reference = _stream(card, text, read)
@@ -304,7 +271,7 @@ BINDINGS = pytest.mark.parametrize(
     ids=["completed", "failed", "input-required", "error-event"],
 )
 def test_a_stream_read_to_its_end_is_judged_alike_on_both_sides(
-    agent: _Server,
+    agent: Served,
     binding: str,
     version: str,
     text: str,
@@ -380,7 +347,7 @@ async def _cancel_the_task_while_reading(
             await client.cancel_task(CancelTaskRequest(id=task_id))
 
 
-def test_an_application_that_stops_reading_is_cancelled_on_both_sides(agent: _Server) -> None:
+def test_an_application_that_stops_reading_is_cancelled_on_both_sides(agent: Served) -> None:
     # The tasks are cancelled only once the server's span ended: a cancel sooner could reach
     # the stream before the server noticed that its client left.
     hung: list[str] = []
@@ -397,7 +364,7 @@ def test_an_application_that_stops_reading_is_cancelled_on_both_sides(agent: _Se
     assert _verdict(got.server) == (ROUTE, "cancelled", None)
 
 
-def test_a_task_cancelled_while_streaming_is_incomplete_on_both_sides(agent: _Server) -> None:
+def test_a_task_cancelled_while_streaming_is_incomplete_on_both_sides(agent: Served) -> None:
     reference, got = _both(agent, _card(agent.base), "hang", _cancel_the_task_while_reading)
     assert got.run == reference
     assert reference.events[-1] == ("status_update", "TASK_STATE_CANCELED")
@@ -413,7 +380,7 @@ def test_a_task_cancelled_while_streaming_is_incomplete_on_both_sides(agent: _Se
     "error in a JSON body (HTTP 200): the core's media-type rule judges it protocol_error, "
     "though it is the agent's answer",
 )
-def test_an_error_before_the_stream_is_the_agent_s_error(agent: _Server) -> None:
+def test_an_error_before_the_stream_is_the_agent_s_error(agent: Served) -> None:
     async def main() -> str | None:
         client = ClientFactory(ClientConfig()).create(_card(agent.base))
         try:

@@ -25,15 +25,13 @@ mid-run (truncated: the client gets httpx's ``RemoteProtocolError``), the client
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import httpx
 import pytest
-import uvicorn
 from ag_ui.core import (
     Event,
     EventType,
@@ -61,9 +59,10 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from otelsse import semconv
-from otelsse.asgi import ASGIApp, OtelSSEMiddleware
-from tests._helpers import joined, soon
+from otelsse.asgi import OtelSSEMiddleware
+from tests._helpers import soon
 from tests._otel import Telemetry
+from tests._uvicorn import Served, serving
 
 #: Bounds every wait and the client's timeout: only a wrong test reaches it.
 MAX_WAIT = 10.0
@@ -127,41 +126,10 @@ async def _agent(request: Request) -> Response:
 APP = Starlette(routes=[Route(PATH, _agent, methods=["POST"])])
 
 
-@dataclass
-class _Mount:
-    """The app the server runs: the bare one, or the observed one."""
-
-    app: ASGIApp = APP
-    raised: list[BaseException] = field(default_factory=list)
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await self.app(scope, receive, send)
-        except BaseException as exc:
-            self.raised.append(exc)
-            raise
-
-
-@dataclass
-class _Server:
-    mount: _Mount
-    url: str
-
-
 @pytest.fixture(scope="module")
-def server() -> Iterator[_Server]:
-    mount = _Mount()
-    config = uvicorn.Config(mount, host="127.0.0.1", port=0, lifespan="off", log_level="critical")
-    running = uvicorn.Server(config)
-    thread = threading.Thread(target=running.run, name="agui-server")
-    thread.start()
-    try:
-        soon(lambda: running.started, MAX_WAIT, "the server to start")
-        port = running.servers[0].sockets[0].getsockname()[1]
-        yield _Server(mount, f"http://127.0.0.1:{port}{PATH}")
-    finally:
-        running.should_exit = True
-        joined(thread, MAX_WAIT)
+def server() -> Iterator[Served]:
+    with serving(lambda base: APP) as served:
+        yield served
 
 
 # -- the client ----------------------------------------------------------------------------------
@@ -262,7 +230,7 @@ CASES = [
 
 
 @pytest.fixture
-def observed(server: _Server) -> Iterator[Callable[[], tuple[Telemetry, Telemetry]]]:
+def observed(server: Served) -> Iterator[Callable[[], tuple[Telemetry, Telemetry]]]:
     """Observe both sides from the call on: the client's instrumentation and the server's
     middleware, each with its own in-memory SDK."""
     sides: list[Telemetry] = []
@@ -278,7 +246,7 @@ def observed(server: _Server) -> Iterator[Callable[[], tuple[Telemetry, Telemetr
     try:
         yield observe
     finally:
-        server.mount.app = APP
+        server.mount.app = server.mount.bare
         if sides:
             client, served = sides
             client.uninstall()
@@ -288,12 +256,12 @@ def observed(server: _Server) -> Iterator[Callable[[], tuple[Telemetry, Telemetr
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.scenario)
 def test_both_sides_judge_the_run_alike_and_the_application_sees_no_difference(
-    server: _Server, observed: Callable[[], tuple[Telemetry, Telemetry]], case: Case
+    server: Served, observed: Callable[[], tuple[Telemetry, Telemetry]], case: Case
 ) -> None:
     server.mount.raised.clear()
-    bare = run_agent(server.url, case.scenario, case.stop_after)
+    bare = run_agent(server.base + PATH, case.scenario, case.stop_after)
     client, served = observed()
-    seen = run_agent(server.url, case.scenario, case.stop_after)
+    seen = run_agent(server.base + PATH, case.scenario, case.stop_after)
 
     assert seen == bare
     assert seen.error is case.error
@@ -322,10 +290,10 @@ def test_both_sides_judge_the_run_alike_and_the_application_sees_no_difference(
 
 
 def test_the_runs_content_stays_out_of_the_telemetry(
-    server: _Server, observed: Callable[[], tuple[Telemetry, Telemetry]]
+    server: Served, observed: Callable[[], tuple[Telemetry, Telemetry]]
 ) -> None:
     client, served = observed()
-    run_agent(server.url, "run_error")
+    run_agent(server.base + PATH, "run_error")
     for side in (client, served):
         texts = [f"{k}={v}" for k, v in _span(side, "the stream span").items()]
         assert not [t for t in texts if "weather" in t or "unavailable" in t or "Paris" in t]
