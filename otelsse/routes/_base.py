@@ -50,6 +50,7 @@ __all__ = [
     "handles",
     "parse_object",
     "sse_event",
+    "typed_object",
 ]
 
 #: The payload kind of routes whose events are all one shape (chat chunks, Gemini chunks).
@@ -152,6 +153,25 @@ def parse_object(event: SSEEvent, state: StreamState) -> dict[str, Any] | None:
         state.payload_invalid()
         return None
     return obj
+
+
+def typed_object(
+    event: SSEEvent, state: StreamState, key: str
+) -> tuple[str, dict[str, Any]] | None:
+    """The event's JSON object and its kind, the string under ``key`` (the contract's own
+    discriminator, ``type`` or ``event_type``); None after reporting a payload error. Dispatch
+    follows the data, as the SDKs' does (some gateways send no ``event:`` line): an SSE event
+    name other than the kind is only an anomaly."""
+    obj = parse_object(event, state)
+    if obj is None:
+        return None
+    kind = obj.get(key)
+    if type(kind) is not str:
+        state.payload_invalid()
+        return None
+    if event.event != kind and event.event != "message":
+        state.anomaly("event_name_mismatch")
+    return kind, obj
 
 
 def sse_event(data: Mapping[str, Any], event: str | None = None) -> bytes:

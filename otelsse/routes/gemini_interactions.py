@@ -80,7 +80,7 @@ from urllib.parse import parse_qs
 
 from .._core.events import SSEEvent
 from .._core.state import FUNCTION, SERVER, StreamState, ToolCall
-from ._base import Redaction, Request, Route, handles, parse_object
+from ._base import Redaction, Request, Route, handles, typed_object
 
 __all__ = ["GeminiInteractionsRoute"]
 
@@ -183,16 +183,10 @@ class GeminiInteractionsRoute(Route):
             self.ended = self._done_seen = True
             state.protocol_violation("done_before_completed")
             return None
-        obj = parse_object(event, state)
-        if obj is None:
+        found = typed_object(event, state, "event_type")
+        if found is None:
             return None
-        kind = obj.get("event_type")
-        if type(kind) is not str:
-            state.payload_invalid()
-            return None
-        # Dispatch is on the data's event_type, as the SDK's: the SSE name is only a hint.
-        if event.event != kind and event.event != "message":
-            state.anomaly("event_name_mismatch")
+        kind, obj = found
         metadata = obj.get("metadata")
         if type(metadata) is dict:
             _usage(metadata.get("total_usage", metadata.get("usage")), state)

@@ -33,7 +33,7 @@ from urllib.parse import parse_qs
 
 from .._core.events import SSEEvent
 from .._core.state import CUSTOM, FUNCTION, SERVER, StreamState, ToolCall
-from ._base import Redaction, Request, Route, handles, parse_object, sse_event
+from ._base import Redaction, Request, Route, handles, sse_event, typed_object
 
 __all__ = ["OpenAIResponsesRoute"]
 
@@ -121,16 +121,10 @@ class OpenAIResponsesRoute(Route):
             state.anomaly("unexpected_done")  # gateways add it after the terminal, not before
             self._done_marker_seen = True
             return None
-        obj = parse_object(event, state)
-        if obj is None:
+        found = typed_object(event, state, "type")
+        if found is None:
             return None
-        kind = obj.get("type")
-        if type(kind) is not str:
-            state.payload_invalid()
-            return None
-        # Dispatch is on data.type: some gateways send no ``event:`` line.
-        if event.event != kind and event.event != "message":
-            state.anomaly("event_name_mismatch")
+        kind, obj = found
         sequence = obj.get("sequence_number")
         if type(sequence) is int:
             if self._sequence is not None and sequence != self._sequence + 1:
