@@ -3,7 +3,8 @@
 Each built-in contract is one module with one ``Route`` subclass that declares everything about
 it (see ``_base.py``): ``openai.chat_completions``, ``openai.responses``, ``anthropic.messages``,
 ``gemini.generate_content``, ``bedrock.converse_stream``,
-``bedrock.invoke_model_with_response_stream`` and ``generic``; ``auto`` sniffs the contract from
+``bedrock.invoke_model_with_response_stream``, ``mcp.streamable_http`` (served at any path: told
+by its request's JSON-RPC method and headers) and ``generic``; ``auto`` sniffs the contract from
 the first events.
 This module is the registry: it keeps the detection order and answers ``detect_route``.
 
@@ -64,6 +65,7 @@ from .bedrock_converse import BedrockConverseRoute
 from .bedrock_invoke import BedrockInvokeRoute
 from .gemini import GeminiRoute
 from .generic import GenericRoute
+from .mcp_streamable_http import MCPStreamableHTTPRoute
 from .openai_chat import OPENAI_CHAT_PROFILES, OpenAIChatRoute
 from .openai_responses import OpenAIResponsesRoute
 
@@ -79,6 +81,7 @@ __all__ = [
     "GeminiRoute",
     "GenericRoute",
     "Handler",
+    "MCPStreamableHTTPRoute",
     "OpenAIChatRoute",
     "OpenAIResponsesRoute",
     "Redaction",
@@ -114,6 +117,7 @@ BUILT_IN: tuple[type[Route], ...] = (
     GeminiRoute,
     BedrockConverseRoute,
     BedrockInvokeRoute,
+    MCPStreamableHTTPRoute,
     GenericRoute,
 )
 #: The built-in host profiles (each names its hosts and its sources in its docstring).
