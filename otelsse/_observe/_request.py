@@ -128,7 +128,12 @@ class Settings:
             route = match_route(request)
             if route is None:
                 return Watch(self, client, url, None, False, None)
-            return Watch(self, client, url, route, True, body().model, request, found.id)
+            # Such a protocol's server may answer with one JSON body instead (an MCP client asks
+            # for ``application/json, text/event-stream`` and must take either): only a request
+            # that asks for SSE alone expects a stream; any other is observed if it gets one.
+            expects_sse = is_event_stream(header("accept"))
+            model = body().model
+            return Watch(self, client, url, route, expects_sse, model, request, found.id)
         if route.request_headers:
             request = protocol_request(request, None, None, header)
         url_model = route.url_model(request)

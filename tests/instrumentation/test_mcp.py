@@ -267,6 +267,7 @@ def _run(
     observed: Telemetry | None = None,
     *,
     terminate: bool = True,
+    modern: bool = False,
 ) -> Transcript:
     run = _Run(observed=observed)
 
@@ -277,7 +278,8 @@ def _run(
                 streamable_http_client(url, terminate_on_close=terminate) as (read, write),
                 ClientSession(read, write) as session,
             ):
-                await session.initialize()
+                # 2026-07-28 has no initialize: a server/discover, then self-contained requests.
+                await (session.discover() if modern else session.initialize())
                 await application(session, run)
 
     anyio.run(main)
@@ -286,13 +288,13 @@ def _run(
 
 @contextlib.contextmanager
 def _both(
-    server: _Server, path: str, application: Application, *, terminate: bool = True
+    server: _Server, path: str, application: Application, **options: bool
 ) -> Iterator[tuple[Transcript, _Sides]]:
     """The application's transcript without otelsse, checked equal to the one with it; and,
     while otelsse is still on, the spans of the run with it."""
-    bare = _run(server, path, application, terminate=terminate)
+    bare = _run(server, path, application, **options)
     with _observed(server) as sides:
-        seen = _run(server, path, application, sides.client, terminate=terminate)
+        seen = _run(server, path, application, sides.client, **options)
         assert seen == bare
         yield seen, sides
 
@@ -466,3 +468,25 @@ def test_a_stream_closed_for_the_client_to_resume_is_answered_on_its_get(server:
             lambda a: semconv.MCP_METHOD_NAME not in a and a[semconv.OUTCOME] == "complete",
         )
         assert _verdict(resumed) == ("complete", "result")
+
+
+def test_on_2026_07_28_a_json_answer_is_no_stream_and_a_stream_is_judged(server: _Server) -> None:
+    """A 2026-07-28 server answers a call that emits nothing within its window with one JSON
+    body (the client asked for ``application/json, text/event-stream``): not a stream, so no
+    span on either side (never a protocol error); a call that notifies commits to SSE."""
+
+    async def application(session: ClientSession, run: _Run) -> None:
+        async def told(value: float, total: float | None, message: str | None) -> None:
+            pass
+
+        await run.step("add", session.call_tool("add", {"a": 2, "b": 3}))
+        await run.step("slow", session.call_tool("slow", {"steps": 2}, progress_callback=told))
+
+    with _both(server, "/plain", application, modern=True) as (seen, sides):
+        assert seen[0][1]["structured_content"] == {"result": 5}
+        slow = _agreed(sides, "slow", _tool("slow"))
+        assert _verdict(slow) == ("complete", "result")
+        assert {k: slow[k] for k in TOOL} == TOOL
+        for side in (sides.client, sides.server):
+            assert _spans(side, _tool("add")) == []
+            assert [a for a in _spans(side, bool) if a[semconv.OUTCOME] != "complete"] == []
