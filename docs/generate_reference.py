@@ -396,7 +396,7 @@ BUDGET: tuple[Budget, ...] = (
         "before the response, so a stream refused at its headers (a 429) is counted under the "
         "model it asked for (the model the stream reported stays on the span). A route that "
         "labels its requests adds those labels to the key (`ROUTE_LABELS`: MCP's method, and "
-        "the tool and operation of a `tools/call`); they are absent elsewhere. The status only "
+        "the tool of a `tools/call`); they are absent elsewhere. The status only "
         "where it caused the outcome (above). The stop reason is absent when none arrived.",
     ),
     Budget(

@@ -356,7 +356,7 @@ GEN_AI_OPERATION_NAME = _attribute(
     "OTel GenAI convention: the operation of the route's calls (`chat`, "
     "`generate_content`), set when the span starts. Absent on the generic route. On "
     "`mcp.streamable_http`, `execute_tool` for a `tools/call` only (the OTel MCP "
-    "conventions'), and then a route label (`ROUTE_LABELS`) on the counters' series too.",
+    "conventions'), set when the stream ends.",
 )
 MCP_METHOD_NAME = _attribute(
     "mcp.method.name",
@@ -620,11 +620,11 @@ BYTE_BUCKETS: tuple[float, ...] = (
 # panels and alerts group by: route (provider follows from it) and outcome. Latency per model
 # and host is what the GenAI client metrics are for (they carry both, under the same caps).
 
-#: The built-in routes' labels of a request (``Route.labels``: MCP's method and tool, and the
-#: operation of a tool call), in the series key: each one's values are capped like model names,
+#: The built-in routes' labels of a request (``Route.labels``: MCP's method and tool), in the
+#: series key: each one's values are capped like model names,
 #: and a key past ``MAX_SERIES_KEYS`` is counted under its route's overflow key without them. A
 #: route of your own may add its own.
-ROUTE_LABELS = (MCP_METHOD_NAME, GEN_AI_TOOL_NAME, GEN_AI_OPERATION_NAME)
+ROUTE_LABELS = (MCP_METHOD_NAME, GEN_AI_TOOL_NAME)
 #: The series key of a route, server and request model (and the route's labels of the request):
 #: what ``otelsse.streams``, ``otelsse.tool_calls`` and ``otelsse.stream.refusals`` share.
 SERIES_ATTRIBUTES = (

@@ -100,11 +100,7 @@ def labels(rng: random.Random, stream: StreamReport) -> dict[str, str]:
         return {}
     if kind == 1:
         return {semconv.MCP_METHOD_NAME: rng.choice(METHODS)}
-    return {
-        semconv.MCP_METHOD_NAME: "tools/call",
-        semconv.GEN_AI_TOOL_NAME: rng.choice(TOOLS),
-        semconv.GEN_AI_OPERATION_NAME: "execute_tool",
-    }
+    return {semconv.MCP_METHOD_NAME: "tools/call", semconv.GEN_AI_TOOL_NAME: rng.choice(TOOLS)}
 
 
 @pytest.fixture(scope="module", params=["legacy", "latest"])

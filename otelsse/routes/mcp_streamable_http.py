@@ -83,9 +83,11 @@ stream ended cleanly, was cut, or was closed by the application.
 
 Labels (``labels``, on the span and, capped like model names, on the metric series): the
 OpenTelemetry MCP conventions' ``mcp.method.name``; for ``tools/call``, ``gen_ai.tool.name``
-(``params.name``, or the ``Mcp-Name`` header, decoded from its ``=?base64?...?=`` form) and
-``gen_ai.operation.name`` ``execute_tool``. No provider: MCP names none (``gen_ai.provider.name``
-is absent), nor an operation for its other methods.
+(``params.name``, or the ``Mcp-Name`` header, decoded from its ``=?base64?...?=`` form). A
+``tools/call``'s operation is ``execute_tool`` (``gen_ai.operation.name``, the conventions' for
+tool calls alone): this exchange's ``operation``, on its span, never a series of its own (it
+follows from the method). No provider: MCP names none (``gen_ai.provider.name`` is absent, and
+so are the GenAI client metrics), nor an operation for its other methods.
 
 Strict mode's error event (``strict_error_event``): none. A JSON-RPC error must carry the
 request's id, which the declaration is not given; one with a null id is taken as the request's
@@ -245,7 +247,6 @@ class MCPStreamableHTTPRoute(Route):
             return {}
         labels = {semconv.MCP_METHOD_NAME: method}
         if method == _TOOLS_CALL:
-            labels[semconv.GEN_AI_OPERATION_NAME] = _EXECUTE_TOOL
             tool = request.rpc_name or _header_text(request.header(NAME_HEADER))
             if tool:
                 labels[semconv.GEN_AI_TOOL_NAME] = tool
@@ -283,6 +284,9 @@ class MCPStreamableHTTPRoute(Route):
         if request.method == "GET":
             self._listening = True
             self._without_terminal()
+        elif _method(request) == _TOOLS_CALL:
+            # The monitor reports the operation of the route instance that judged the stream.
+            self.operation = _EXECUTE_TOOL  # type: ignore[misc]  # the contract's, for this call
 
     def _without_terminal(self) -> None:
         """No terminal is owed on this exchange (a GET stream; a POST's stream its server may

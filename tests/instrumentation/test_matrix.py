@@ -74,6 +74,9 @@ ROUTE_PATHS = {
     ANTHROPIC: "/v1/messages",
     GEMINI: "/v1beta/models/m:streamGenerateContent?alt=sse",
     GENERIC: UNKNOWN_PATH,
+    # served at any path, told by a request's JSON-RPC body: these plain requests name none, so
+    # their streams are sniffed
+    "mcp.streamable_http": "/mcp",
 }
 
 NOT_STREAMING = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}

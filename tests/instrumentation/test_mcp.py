@@ -307,7 +307,7 @@ def _spans(telemetry: Telemetry, selector: Callable[[Attributes], bool]) -> list
 
 def _agreed(sides: _Sides, what: str, selector: Callable[[Attributes], bool]) -> Attributes:
     """The one span of each side ``selector`` picks, once both ended; asserted to agree on the
-    route, outcome, stop reason, error code and labels. Returns the client's."""
+    route, outcome, stop reason, error code, operation and labels. Returns the client's."""
 
     def found() -> tuple[Attributes, Attributes] | None:
         client, server = _spans(sides.client, selector), _spans(sides.server, selector)
@@ -319,6 +319,7 @@ def _agreed(sides: _Sides, what: str, selector: Callable[[Attributes], bool]) ->
         semconv.OUTCOME,
         semconv.STOP_REASON,
         semconv.PROVIDER_ERROR_CODE,
+        semconv.GEN_AI_OPERATION_NAME,
         *semconv.ROUTE_LABELS,
     )
     assert {k: client.get(k) for k in keys} == {k: server.get(k) for k in keys}, what

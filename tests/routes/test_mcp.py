@@ -7,6 +7,7 @@ Streams are framed as the SDK's servers frame them (``tests/fixtures/synthetic/R
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from typing import Any
 
@@ -150,7 +151,6 @@ def _wrapped(text: str) -> str:
             {
                 "mcp.method.name": "tools/call",
                 "gen_ai.tool.name": "get_weather",
-                "gen_ai.operation.name": "execute_tool",
             },
         ),
         # 2026-07-28: the headers, Mcp-Name in its base64 form when it needs one
@@ -159,12 +159,11 @@ def _wrapped(text: str) -> str:
             {
                 "mcp.method.name": "tools/call",
                 "gen_ai.tool.name": "météo",
-                "gen_ai.operation.name": "execute_tool",
             },
         ),
         (
             _request(rpc_method=None, mcp_method="tools/call", mcp_name="=?base64?*?="),
-            {"mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool"},
+            {"mcp.method.name": "tools/call"},
         ),
         # the body wins over the header
         (
@@ -172,7 +171,6 @@ def _wrapped(text: str) -> str:
             {
                 "mcp.method.name": "tools/call",
                 "gen_ai.tool.name": "a",
-                "gen_ai.operation.name": "execute_tool",
             },
         ),
         # a tool only for tools/call (prompts/get has a params.name too)
@@ -296,7 +294,9 @@ def test_without_the_request_id_the_first_response_ends_the_stream() -> None:
     report = _judge(body, _request(), None)
     assert _verdict(report) == ("complete", "result")
     assert report.anomalies == {"event_after_terminal": 1}
-    assert _judge(body) == report  # no request at all: a sniffed stream, a replayed recording
+    # No request at all (a sniffed stream, a replayed recording): the same, but the operation
+    # only the request names.
+    assert _judge(body) == dataclasses.replace(report, operation_name=None)
 
 
 @pytest.mark.parametrize(("sent", "asked"), [("7", 7), (7, "7")])
@@ -453,9 +453,18 @@ def test_an_error_without_an_id_on_a_get_stream_belongs_to_no_request() -> None:
     )
 
 
+def test_a_tool_call_is_the_execute_tool_operation_and_no_other_request_is() -> None:
+    body = _event(_result())
+    assert _judge(body, _request(rpc_name="add"), 7).operation_name == "execute_tool"
+    assert _judge(body, _request(rpc_method="prompts/get"), 7).operation_name is None
+    assert _judge(body).operation_name is None  # its request unknown
+
+
 def test_a_route_instance_judges_one_stream_its_requests_do_not_leak() -> None:
-    listening = MCPStreamableHTTPRoute()
+    listening, calling = MCPStreamableHTTPRoute(), MCPStreamableHTTPRoute()
     listening.on_request(LISTEN, None)
-    assert listening.has_terminal is False
-    assert MCPStreamableHTTPRoute.has_terminal is True
-    assert MCPStreamableHTTPRoute().has_terminal is True
+    calling.on_request(_request(rpc_name="add"), 1)
+    assert (listening.has_terminal, calling.operation) == (False, "execute_tool")
+    assert (MCPStreamableHTTPRoute.has_terminal, MCPStreamableHTTPRoute.operation) == (True, None)
+    fresh = MCPStreamableHTTPRoute()
+    assert (fresh.has_terminal, fresh.operation) == (True, None)
