@@ -67,6 +67,9 @@ INSTRUMENTATION_ONLY = (
     semconv.RECORDING_ID,
     semconv.CANCEL_REASON,
     semconv.STRICT_RAISED,
+    # A route's labels of the request (``Route.labels``), set when the span starts.
+    semconv.MCP_METHOD_NAME,
+    semconv.GEN_AI_TOOL_NAME,
 )
 #: The outcomes whose ``otelsse.streams`` points carry ``http.response.status_code``: the ones
 #: the status caused (``otelsse._telemetry``; tests/sre/test_docs.py checks it against a real
@@ -391,7 +394,9 @@ BUDGET: tuple[Budget, ...] = (
         "It answers who fails, and how. The series key names the route, provider, host and "
         "the model asked for; the request's model, not the response's, because it is known "
         "before the response, so a stream refused at its headers (a 429) is counted under the "
-        "model it asked for (the model the stream reported stays on the span). The status only "
+        "model it asked for (the model the stream reported stays on the span). A route that "
+        "labels its requests adds those labels to the key (`ROUTE_LABELS`: MCP's method, and "
+        "the tool of a `tools/call`); they are absent elsewhere. The status only "
         "where it caused the outcome (above). The stop reason is absent when none arrived.",
     ),
     Budget(
@@ -502,7 +507,9 @@ def _closed_sets() -> list[str]:
             f"`{route.name}`",
             f"`{route.provider}`" if route.provider else "— (absent)",
             f"`{route.operation}`" if route.operation else "— (absent)",
-            f"`{' '.join(route.example_request)}`" if route.example_request else "any SSE",
+            f"`{' '.join(route.example_request)}`"
+            if route.example_request
+            else ("any SSE" if not route.has_terminal else "any path: told by its body"),
             _code(sorted(route.success_stops)) if route.has_terminal else "none: `eof_unverified`",
         )
         for route in BUILT_IN
@@ -601,12 +608,16 @@ def _caps() -> list[str]:
         f"- `{s.HTTP_RESPONSE_STATUS_CODE}` on `{Outcome.HTTP_ERROR.value}` streams: the first "
         f"{s.MAX_STATUS_CODES} distinct codes pass; a later one is left off (the attribute is "
         f"an int, it cannot be {other}), the stream still counted.",
-        f"- Models and stop reasons are cut to {s.MAX_METRIC_VALUE_CHARS} characters before "
-        "they are counted.",
-        f"- Series keys (route, server.address, provider, request model): the first "
-        f"{s.MAX_SERIES_KEYS} distinct ones get series of their own, the outcomes alerts "
-        f"read pre-created at 0. A later key is counted under its route's overflow key: "
-        f"`{s.SERVER_ADDRESS}` and `{s.GEN_AI_REQUEST_MODEL}` {other}. The GenAI metrics use "
+        f"- A route's labels of a request ({_code(s.ROUTE_LABELS)}, and those of a route of "
+        f"your own): each label's first {s.DEFAULT_MAX_MODEL_NAMES} distinct values pass, "
+        f"later ones become {other} (`instrument(max_model_names=...)`, as for models).",
+        f"- Models, stop reasons and route labels are cut to {s.MAX_METRIC_VALUE_CHARS} "
+        "characters before they are counted.",
+        f"- Series keys (route, server.address, provider, request model, the route's labels): "
+        f"the first {s.MAX_SERIES_KEYS} distinct ones get series of their own, the outcomes "
+        f"alerts read pre-created at 0. A later key is counted under its route's overflow key: "
+        f"`{s.SERVER_ADDRESS}` and `{s.GEN_AI_REQUEST_MODEL}` {other}, without the route's "
+        "labels (one overflow key per route, whichever labels it set). The GenAI metrics use "
         f"the same admitted keys. On `{s.STREAMS_ACTIVE.name}` the key is (route, "
         "server.address), capped the same way.",
         f"- On `{s.STREAMS.name}`, the first {s.MAX_STOP_REASON_SERIES} distinct (series key, "

@@ -328,7 +328,7 @@ class Telemetry:
         key = _key(series)
         new = key not in self._series_keys
         if not self._series_keys.admit(key):
-            series = _overflow(series)
+            series = _overflow(series, call.labels)
         elif new:
             self._precreate(series)
         outcome = report.outcome.value
@@ -344,7 +344,7 @@ class Telemetry:
         plain = s.STOP_REASON not in point and outcome != Outcome.HTTP_ERROR.value
         if not plain and not self._stop_reason_series.admit(_key(point)):
             # The outcome survives; a folded http_error loses its status (an int has no _OTHER).
-            point = {**_overflow(series), s.OUTCOME: outcome}
+            point = {**_overflow(series, call.labels), s.OUTCOME: outcome}
             if report.stop_reason is not None:
                 point[s.STOP_REASON] = OTHER
         self._streams.add(1, point)
@@ -457,10 +457,13 @@ class Telemetry:
             pass
 
 
-def _overflow(series: MetricAttributes) -> MetricAttributes:
+def _overflow(series: MetricAttributes, labels: Mapping[str, str]) -> MetricAttributes:
     """A series key past the caps as its route's overflow key: the attributes traffic chooses
-    become ``_OTHER``; the route and its provider come from the route registry."""
-    return {**series, semconv.SERVER_ADDRESS: OTHER, semconv.GEN_AI_REQUEST_MODEL: OTHER}
+    become ``_OTHER``; the route and its provider come from the route registry. The route's
+    labels of the request are left off, whichever it set: one overflow key per route, as
+    ``semconv.max_series`` counts them."""
+    kept = {key: value for key, value in series.items() if key not in labels}
+    return {**kept, semconv.SERVER_ADDRESS: OTHER, semconv.GEN_AI_REQUEST_MODEL: OTHER}
 
 
 def _status(outcome: str, status_code: int | None) -> MetricAttributes:

@@ -354,7 +354,27 @@ GEN_AI_OPERATION_NAME = _attribute(
     "string",
     "",
     "OTel GenAI convention: the operation of the route's calls (`chat`, "
-    "`generate_content`), set when the span starts. Absent on the generic route.",
+    "`generate_content`), set when the span starts. Absent on the generic route. On "
+    "`mcp.streamable_http`, `execute_tool` for a `tools/call` only (the OTel MCP "
+    "conventions'), set when the stream ends.",
+)
+MCP_METHOD_NAME = _attribute(
+    "mcp.method.name",
+    "string",
+    "",
+    "OTel MCP convention: the JSON-RPC method of an MCP request (`tools/call`, `initialize`), "
+    "from its body or its `Mcp-Method` header, set when the span starts. On the "
+    "`mcp.streamable_http` route only; absent on its GET stream, which answers no method. A "
+    "route label (`ROUTE_LABELS`): on metrics it is capped like model names.",
+)
+GEN_AI_TOOL_NAME = _attribute(
+    "gen_ai.tool.name",
+    "string",
+    "",
+    "OTel GenAI convention: on the stream's span, the tool an MCP `tools/call` runs (its "
+    "`params.name`, or its `Mcp-Name` header), set when the span starts; absent otherwise. A "
+    "route label (`ROUTE_LABELS`): on metrics it is capped like model names. On the tool "
+    "gate's spans and counter, the tool the model chose (see the gate's section).",
 )
 GEN_AI_REQUEST_MODEL = _attribute(
     "gen_ai.request.model",
@@ -600,9 +620,16 @@ BYTE_BUCKETS: tuple[float, ...] = (
 # panels and alerts group by: route (provider follows from it) and outcome. Latency per model
 # and host is what the GenAI client metrics are for (they carry both, under the same caps).
 
-#: The series key of a route, server and request model: what ``otelsse.streams``,
-#: ``otelsse.tool_calls`` and ``otelsse.stream.refusals`` share.
-SERIES_ATTRIBUTES = (ROUTE, SERVER_ADDRESS, GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL)
+#: The built-in routes' labels of a request (``Route.labels``: MCP's method and tool), in the
+#: series key: each one's values are capped like model names,
+#: and a key past ``MAX_SERIES_KEYS`` is counted under its route's overflow key without them. A
+#: route of your own may add its own.
+ROUTE_LABELS = (MCP_METHOD_NAME, GEN_AI_TOOL_NAME)
+#: The series key of a route, server and request model (and the route's labels of the request):
+#: what ``otelsse.streams``, ``otelsse.tool_calls`` and ``otelsse.stream.refusals`` share.
+SERIES_ATTRIBUTES = (
+    ROUTE, SERVER_ADDRESS, GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_MODEL, *ROUTE_LABELS,
+)  # fmt: skip
 #: ``otelsse.streams``: the key, how the stream ended and the response's status (absent when no
 #: response arrived). ``otelsse.stop_reason`` is absent when no stop arrived (e.g. truncated).
 METRIC_ATTRIBUTES: tuple[str, ...] = (
@@ -867,7 +894,7 @@ TOOL_CALL_TRAILING_DATA = _gate_attribute("otelsse.tool_call.trailing_data")
 TOOL_CALL_SCHEMA_STATUS = _gate_attribute("otelsse.tool_call.schema_status")
 TOOL_CALL_POLICY = _gate_attribute("otelsse.tool_call.policy")
 TOOL_CALL_EXECUTION = _gate_attribute("otelsse.tool_call.execution")
-GEN_AI_TOOL_NAME = _gate_attribute("gen_ai.tool.name")
+_gate_attribute(GEN_AI_TOOL_NAME)  # the stream's too: an MCP tools/call's
 GEN_AI_TOOL_CALL_ID = _gate_attribute("gen_ai.tool.call.id")
 GATE_ATTRIBUTES: tuple[str, ...] = tuple(_ON_GATE)
 

@@ -176,6 +176,21 @@ EXPECTED: dict[str, Expected] = {
     "synthetic/gemini-prompt-blocked.sse": Expected(
         "gemini.generate_content", "incomplete", "SAFETY"
     ),
+    "synthetic/mcp-2026-input-required.sse": Expected(
+        "mcp.streamable_http", "complete", "input_required"
+    ),
+    "synthetic/mcp-cut-mid-response.sse": Expected("mcp.streamable_http", "truncated", None),
+    "synthetic/mcp-jsonrpc-error.sse": Expected("mcp.streamable_http", "provider_error", None),
+    "synthetic/mcp-request-cancelled.sse": Expected(
+        "mcp.streamable_http", "incomplete", "request_cancelled"
+    ),
+    # The server closed the stream after event ids, for the client to resume it (2025-11-25): no
+    # terminal is owed on this exchange.
+    "synthetic/mcp-resumable-close.sse": Expected("mcp.streamable_http", "eof_unverified", None),
+    "synthetic/mcp-tools-call-is-error.sse": Expected(
+        "mcp.streamable_http", "complete", "tool_error"
+    ),
+    "synthetic/mcp-tools-call-progress.sse": Expected("mcp.streamable_http", "complete", "result"),
     "synthetic/openai-chat-error-object-then-done.sse": Expected(
         "openai.chat_completions", "provider_error", None
     ),

@@ -11,6 +11,7 @@ SDK's limit), and every stream is still counted under its own outcome.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 
@@ -33,6 +34,10 @@ STREAMS = 6000
 HOSTS = [f"host-{i}.example.test" for i in range(300)]
 MODELS = [f"model-{i}" for i in range(300)]
 STOP_REASONS = [f"stop-{i}" for i in range(100)]
+#: What an MCP client's requests name (``Route.labels``): methods, and the tools of tools/call.
+METHODS = [f"method-{i}" for i in range(300)]
+TOOLS = [f"tool-{i}" for i in range(300)]
+MCP = "mcp.streamable_http"
 #: Statuses an http_error can have (a 429 is rate_limited).
 HTTP_ERRORS = [status for status in range(400, 600) if status != 429]
 #: Every instrument a stream can record: otelsse's and the GenAI client metrics (either set).
@@ -80,10 +85,29 @@ def report(rng: random.Random, outcome: Outcome) -> StreamReport:
     )
 
 
+def mcp_report(rng: random.Random) -> StreamReport:
+    """A complete MCP stream (no provider, no operation)."""
+    drawn = report(rng, Outcome.COMPLETE)
+    return dataclasses.replace(drawn, route=MCP, provider_name=None, operation_name=None)
+
+
 def call(rng: random.Random, stream: StreamReport) -> CallFacts:
-    """A call to one of hundreds of hosts and models; an HTTP failure with any status."""
+    """A call to one of hundreds of hosts and models; an HTTP failure with any status; on the
+    MCP route, a request naming one of hundreds of methods, or tools/call and one of hundreds
+    of tools, or nothing (the GET stream)."""
     status = rng.choice(HTTP_ERRORS) if stream.outcome is Outcome.HTTP_ERROR else 200
-    return CallFacts(rng.choice(HOSTS), rng.choice(MODELS), status)
+    return CallFacts(rng.choice(HOSTS), rng.choice(MODELS), status, labels=labels(rng, stream))
+
+
+def labels(rng: random.Random, stream: StreamReport) -> dict[str, str]:
+    if stream.route != MCP:
+        return {}
+    kind = rng.randrange(3)
+    if kind == 0:
+        return {}
+    if kind == 1:
+        return {semconv.MCP_METHOD_NAME: rng.choice(METHODS)}
+    return {semconv.MCP_METHOD_NAME: "tools/call", semconv.GEN_AI_TOOL_NAME: rng.choice(TOOLS)}
 
 
 @pytest.fixture(scope="module", params=["legacy", "latest"])
@@ -96,6 +120,16 @@ def load(request: pytest.FixtureRequest) -> tuple[SDK, Fed]:
     rng = random.Random(20261202)
     streams = [report(rng, OUTCOMES[i % len(OUTCOMES)]) for i in range(STREAMS)]
     fed = [(stream, call(rng, stream)) for stream in streams]
+    # An MCP call of each kind first, while series keys are left (the load then takes them all,
+    # whichever routes it draws): its labels are admitted like any key's.
+    first = [
+        (mcp_report(rng), CallFacts("mcp.example.test", labels=labels))
+        for labels in (
+            {semconv.MCP_METHOD_NAME: "tools/call", semconv.GEN_AI_TOOL_NAME: TOOLS[0]},
+            {semconv.MCP_METHOD_NAME: METHODS[0]},
+        )
+    ]
+    fed = first + fed
     for stream, facts in fed:
         telemetry.record_metrics(stream, facts)
     return sdk, fed
@@ -122,6 +156,13 @@ def test_no_point_overflows_and_every_instrument_stays_within_its_worst_case(
     points = sdk.points(semconv.STREAMS.name)
     for key in (semconv.SERVER_ADDRESS, semconv.GEN_AI_REQUEST_MODEL, semconv.STOP_REASON):
         assert OTHER in {p.attributes.get(key) for p in points}, key
+    # The route labels are in the admitted keys; past the keys' limit a key is its route's
+    # overflow key, without them (their own cap: the test below).
+    for key in (semconv.MCP_METHOD_NAME, semconv.GEN_AI_TOOL_NAME):
+        assert {p.attributes.get(key) for p in points} - {None}, key
+    overflow = [p for p in points if p.attributes.get(semconv.GEN_AI_REQUEST_MODEL) == OTHER]
+    assert {p.attributes[semconv.ROUTE] for p in overflow} >= {MCP}
+    assert not any(set(semconv.ROUTE_LABELS) & set(p.attributes) for p in overflow)
     # Statuses: only the first MAX_STATUS_CODES distinct ones ever label a point.
     labelled = {p.attributes.get(semconv.HTTP_RESPONSE_STATUS_CODE) for p in points}
     failed = [facts.status_code for stream, facts in fed if stream.outcome is Outcome.HTTP_ERROR]
@@ -264,3 +305,34 @@ def test_server_addresses_are_capped_like_model_names() -> None:
     for spec in (semconv.STREAMS, semconv.STREAMS_ACTIVE):
         hosts = {p.attributes[semconv.SERVER_ADDRESS] for p in sdk.points(spec.name) if p.value}
         assert hosts == {*HOSTS[:3], OTHER}, spec.name
+
+
+def test_route_labels_are_capped_like_model_names_and_left_off_the_overflow_key() -> None:
+    sdk = SDK()
+    telemetry = Telemetry(
+        sdk.tracer_provider, sdk.meter_provider, max_model_names=3, max_server_addresses=1000
+    )
+    for tool in TOOLS[:5]:
+        labels = {semconv.MCP_METHOD_NAME: "tools/call", semconv.GEN_AI_TOOL_NAME: tool}
+        telemetry.record_metrics(StreamReport(MCP, Outcome.COMPLETE), CallFacts("h", labels=labels))
+    points = [p for p in sdk.points(semconv.STREAMS.name) if p.value]
+    assert {p.attributes[semconv.GEN_AI_TOOL_NAME] for p in points} == {*TOOLS[:3], OTHER}
+    # Keys past the limit: one overflow key for the route, whatever labels each stream had.
+    for i in range(semconv.MAX_SERIES_KEYS + 5):
+        labels = {semconv.MCP_METHOD_NAME: "tools/list"} if i % 2 else {}
+        telemetry.record_metrics(
+            StreamReport(MCP, Outcome.TRUNCATED), CallFacts(HOSTS[i], labels=labels)
+        )
+    overflow = [
+        p.attributes
+        for p in sdk.points(semconv.STREAMS.name)
+        if p.value and p.attributes.get(semconv.GEN_AI_REQUEST_MODEL) == OTHER
+    ]
+    assert overflow == [
+        {
+            semconv.ROUTE: MCP,
+            semconv.SERVER_ADDRESS: OTHER,
+            semconv.GEN_AI_REQUEST_MODEL: OTHER,
+            semconv.OUTCOME: Outcome.TRUNCATED.value,
+        }
+    ]

@@ -697,7 +697,7 @@ def test_the_code_a_model_writes_never_reaches_the_disk(tmp_path: Path, stream: 
 _VOCABULARY_KEYS = {
     "type", "object", "role", "finish_reason", "stop_reason", "finishReason", "blockReason",
     "status", "model", "modelVersion", "reason", "code", "stopReason", "completionReason",
-    "amazon-bedrock-guardrailAction", "kind", "state",
+    "amazon-bedrock-guardrailAction", "kind", "state", "jsonrpc", "method", "resultType",
 }  # fmt: skip
 _WORD = re.compile(r"[A-Za-z]{6,}")
 

@@ -213,6 +213,11 @@ def test_every_metric_has_the_name_unit_and_buckets_of_semconv(sdk: SDK) -> None
     telemetry = record(sdk, report_of(body))
     # and a rate-limited call, whose status is on its counter point
     telemetry.record_metrics(StreamReport("openai.chat_completions", Outcome.RATE_LIMITED), facts())
+    # and a call whose route labels its request (MCP's tools/call; with a tool call, as a route
+    # of your own with labels may have), whose labels are in its series key
+    labels = {semconv.MCP_METHOD_NAME: "tools/call", semconv.GEN_AI_TOOL_NAME: "add"}
+    labelled = StreamReport("mcp.streamable_http", Outcome.COMPLETE, tool_call_count=1)
+    telemetry.record_metrics(labelled, facts(None, labels=labels))
     telemetry.stream_started({semconv.ROUTE: "generic"})
     telemetry.count_error(ValueError(), "feed")
     points = sdk.points()

@@ -72,6 +72,7 @@ from .cohere_chat import CohereChatRoute
 from .gemini import GeminiRoute
 from .gemini_interactions import GeminiInteractionsRoute
 from .generic import GenericRoute
+from .mcp_streamable_http import MCPStreamableHTTPRoute
 from .openai_chat import OPENAI_CHAT_PROFILES, OpenAIChatRoute
 from .openai_responses import OpenAIResponsesRoute
 
@@ -91,6 +92,7 @@ __all__ = [
     "GeminiRoute",
     "GenericRoute",
     "Handler",
+    "MCPStreamableHTTPRoute",
     "OpenAIChatRoute",
     "OpenAIResponsesRoute",
     "Redaction",
@@ -130,6 +132,7 @@ BUILT_IN: tuple[type[Route], ...] = (
     GeminiInteractionsRoute,
     AGUIRoute,
     A2AStreamRoute,
+    MCPStreamableHTTPRoute,
     GenericRoute,
 )
 #: The built-in host profiles (each names its hosts and its sources in its docstring).

@@ -76,6 +76,12 @@ ROUTE_PATHS = {
     GEMINI: "/v1beta/models/m:streamGenerateContent?alt=sse",
     GENERIC: UNKNOWN_PATH,
     AGUI: "/agent",  # an AG-UI agent's own path: no route claims it, its first event tells
+    # served at any path, told by a request's JSON-RPC body: these plain requests name none, so
+    # their streams are sniffed
+    "mcp.streamable_http": "/mcp",
+    "a2a.stream": "/a2a",
+    "cohere.chat": "/v2/chat",
+    "gemini.interactions": "/v1beta/interactions",
 }
 
 NOT_STREAMING = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}

@@ -134,7 +134,7 @@ def test_the_json_rpc_binding_is_told_by_the_body_s_method(rpc_method: str) -> N
 )  # fmt: skip
 def test_other_json_rpc_methods_are_not_claimed(method: str, rpc_method: str) -> None:
     request = protocol_request(Request(method, "h", "/rpc"), rpc_method, None, {}.get)
-    assert match_route(request) is None
+    assert not A2AStreamRoute.matches(request)  # (MCP claims its own tools/call)
 
 
 def test_the_route_declares_no_provider_and_invokes_an_agent() -> None:

@@ -34,7 +34,7 @@ CODE = "otelsse_strict_truncated"
 MESSAGE = "otelsse strict mode refused the stream: truncated"
 #: SSE routes whose official SDKs raise on no error event of their contract: they declare none,
 #: so strict mode cuts their refused streams (each route's module says why).
-DECLARES_NONE = frozenset({"agui.run", "cohere.chat", "gemini.interactions"})
+DECLARES_NONE = frozenset({"agui.run", "cohere.chat", "gemini.interactions", "mcp.streamable_http"})
 #: The proxy fronts SSE routes only (a Bedrock request is signed for its own host: SigV4), and
 #: each of them but ``DECLARES_NONE`` declares its error event.
 EVERY_ROUTE = tuple(
