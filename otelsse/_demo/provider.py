@@ -548,7 +548,8 @@ def _cohere(turn: Turn) -> list[bytes]:
             return events  # inside the call's arguments: no tool-call-end, no message-end
         events.append(event("tool-call-end", index=0))
     else:
-        events.append(event("content-start", index=0, delta=content("")))
+        opened = {"message": {"content": {"type": "text", "text": ""}}}
+        events.append(event("content-start", index=0, delta=opened))
         events += [event("content-delta", index=0, delta=content(w + " ")) for w in _words(turn)]
         if turn.scenario == "clean_cut":
             return events  # half the text, its block still open
@@ -944,16 +945,18 @@ class FakeProvider:
         # A route that names the model in its URL says there whether it streams (Gemini only
         # with ?alt=sse, without it a JSON array this server lacks; Bedrock's converse-stream
         # always); the others ask with the body's ``stream`` flag. One that claims no path is
-        # served at the provider's own (``_Wire.path``), where every answer streams.
+        # served at the provider's own (``_Wire.path``), where every answer streams. Every
+        # answer is a POST's: a GET that streams an existing one (the Interactions API resuming
+        # an interaction) finds none here.
         url_model = None if found is None else found.url_model(endpoint)
         streams = found is not None and found.always_streams(endpoint)
-        route = _SERVED_AT.get(path) if method == "POST" else None
+        route = _SERVED_AT.get(path)
         if route is not None:
             streams = True
-        elif found is None or found.name not in _WIRES or (url_model and not streams):
-            return _error_reply(404, "not_found", f"no streaming endpoint at {method} {path}")
-        else:
+        elif found is not None and found.name in _WIRES and not (url_model and not streams):
             route = found.name
+        if route is None or method != "POST":
+            return _error_reply(404, "not_found", f"no streaming endpoint at {method} {path}")
         wire = _WIRES[route]
         try:
             request = json.loads(body or b"{}")
