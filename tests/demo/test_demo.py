@@ -399,9 +399,9 @@ def test_the_docs_sample_is_what_the_default_seed_prints() -> None:
     assert always <= errors <= sum(client_raises(job, "chunked") for job in jobs)
     assert re.fullmatch(
         rf"otelsse demo: {options.streams} streams, {options.concurrency} at a time, from a fake"
-        r" provider at http://127\.0\.0\.1:\d+ with the openai and anthropic SDKs, boto3,"
-        r" httpx, httpx2 and requests, instrumented by otelsse \(--speed 1: the fake provider's"
-        r" own pace\)",
+        r" provider at http://127\.0\.0\.1:\d+ with the openai, anthropic, cohere and"
+        r" google-genai SDKs, boto3, httpx, httpx2 and requests, instrumented by otelsse"
+        r" \(--speed 1: the fake provider's own pace\)",
         sample.splitlines()[0],
     )
 
