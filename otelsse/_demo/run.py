@@ -388,7 +388,14 @@ CLIENT_LIBRARIES = (
 def missing_library() -> str | None:
     """The first client library the demo runs that is not installed, else None: said before
     the run starts, not as a traceback once its first stream needs it."""
-    return next((name for name in CLIENT_LIBRARIES if importlib.util.find_spec(name) is None), None)
+    return next((name for name in CLIENT_LIBRARIES if not _installed(name)), None)
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a submodule's package is missing (``google`` of google.genai)
+        return False
 
 
 #: What each SDK's clients need imported and built before their jobs run (``prepare_clients``):

@@ -61,6 +61,7 @@ from otelsse._demo.run import (
     ListenError,
     Summary,
     histogram_quantile,
+    missing_library,
     plan,
     print_summary,
     run_demo,
@@ -459,6 +460,22 @@ def test_run_demo_for_a_duration_summarizes_the_jobs_it_ran() -> None:
     assert done >= 1
     assert summary.total == done
     assert _nonzero(summary.streams) == _expected_streams(_jobs(seed, done))
+
+
+@pytest.mark.parametrize(
+    "missing",
+    [
+        "otelsse_nowhere",  # a library
+        "otelsse_nowhere.genai",  # a module of a package that is missing (google.genai's google)
+        "json.otelsse_nowhere",  # a missing module of a package that is there
+    ],
+)
+def test_missing_library_names_the_first_client_library_not_installed(
+    missing: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert missing_library() is None
+    monkeypatch.setattr("otelsse._demo.run.CLIENT_LIBRARIES", ("httpx", missing, "requests"))
+    assert missing_library() == missing
 
 
 # -- the command line ----------------------------------------------------------------------------
