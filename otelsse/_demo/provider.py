@@ -522,7 +522,7 @@ def _cohere(turn: Turn) -> list[bytes]:
         return {"message": {"content": {"text": text}}}
 
     start = {"role": "assistant", "content": [], "tool_plan": "", "tool_calls": [], "citations": []}
-    events = [event("message-start", id=f"{turn.request_id}", delta={"message": start})]
+    events = [event("message-start", id=turn.request_id, delta={"message": start})]
     tool = _tool_answer(turn)
     if tool:
         # The plan the model writes before it calls a tool (reasoning, not the answer).
@@ -614,15 +614,10 @@ def _interactions(turn: Turn) -> list[bytes]:
         error = {"code": "unavailable", "message": "The model is overloaded. Try again later."}
         return [*events, event("error", error=error)]
     events.append(event("step.stop", index=0))
-    # A call the application must run leaves the interaction waiting for its result.
-    status = (
-        "requires_action"
-        if tool
-        else "incomplete"
-        if turn.scenario == "incomplete"
-        else "completed"
-    )
+    status = "incomplete" if turn.scenario == "incomplete" else "completed"
     if tool:
+        # A call the application must run leaves the interaction waiting for its result.
+        status = "requires_action"
         events.append(
             event("interaction.status_update", interaction_id=interaction["id"], status=status)
         )
@@ -644,6 +639,8 @@ def _agui(turn: Turn) -> list[bytes]:
     def event(kind: str, **fields: Any) -> bytes:
         return _sse({"type": kind, **fields})
 
+    # The run's id is the provider's own, as every route's response id is here (an agent echoes
+    # the input's ``runId``, which the demo's clients all send alike).
     run = {"threadId": "thread_demo", "runId": f"run_{turn.request_id}"}
     events = [event("RUN_STARTED", **run)]
     tool = _tool_answer(turn)
@@ -1127,12 +1124,8 @@ def request_for(route: str, model: str, *, tools: bool) -> tuple[str, dict[str, 
                 "inputSchema": {"json": WEATHER_TOOL["parameters"]},
             }
             body["toolConfig"] = {"tools": [{"toolSpec": spec}]}
-    elif route == "openai.responses":
-        body = {"model": model, "input": prompt, "stream": True}
-        if tools:
-            body["tools"] = [{"type": "function", **WEATHER_TOOL}]
-    elif route == "gemini.interactions":
-        # ``interactions.create(..., stream=True)``: the input as text, tools as functions.
+    elif route in ("openai.responses", "gemini.interactions"):
+        # The two take the same request: an ``input`` text, function tools at the top level.
         body = {"model": model, "input": prompt, "stream": True}
         if tools:
             body["tools"] = [{"type": "function", **WEATHER_TOOL}]
