@@ -1,14 +1,17 @@
 """A local fake LLM provider for ``otelsse demo`` and the examples: no API key, no network.
 
-It speaks five streaming contracts otelsse knows (OpenAI Chat Completions and Responses,
-Anthropic Messages and Gemini ``streamGenerateContent`` in SSE, Amazon Bedrock ConverseStream in
-AWS's binary event stream) over plain HTTP/1.1 on 127.0.0.1, and it misbehaves on purpose: the
-``x-otelsse-demo-scenario`` request header picks how the stream ends (see ``SCENARIOS``).
-Without the header a request gets a complete answer, or a tool call when it offers tools.
-``clean_cut`` and ``no_terminal`` end a well-formed body early or without its end marker:
-nothing at the byte level is wrong, so no client raises. Bodies imitate the real recorded
-streams closely enough for the real openai and anthropic SDKs and botocore to parse them. It
-never checks a signature: boto3's SigV4 headers are ignored like any other.
+It speaks eight streaming contracts otelsse knows (OpenAI Chat Completions and Responses,
+Anthropic Messages, Gemini ``streamGenerateContent``, Cohere v2 chat, the Gemini Interactions API
+and AG-UI agent runs in SSE, Amazon Bedrock ConverseStream in AWS's binary event stream) over
+plain HTTP/1.1 on 127.0.0.1, and it misbehaves on purpose: the ``x-otelsse-demo-scenario``
+request header picks how the stream ends (see ``SCENARIOS``). Without the header a request gets
+a complete answer, or a tool call when it offers tools. ``clean_cut`` and ``no_terminal`` end a
+well-formed body early or without its end marker: nothing at the byte level is wrong, so no
+client raises. Bodies imitate the real recorded streams closely enough for the real openai,
+anthropic, cohere and google-genai SDKs and botocore to parse them. It never checks a signature:
+boto3's SigV4 headers are ignored like any other. Each route is one renderer (a ``Turn`` to its
+events) and one ``_WIRES`` entry; AG-UI, which claims no path (otelsse sniffs its first event),
+is served at ``AGUI_PATH``.
 
 The server is asyncio on a background thread, so a cut connection or a stalled stream costs one
 coroutine and the demo's clients, on other threads, see exactly what a real network would show.
@@ -30,6 +33,7 @@ from .._core.eventstream import EVENT_STREAM_MEDIA_TYPE, encode_frame
 from ..routes import Request, get_route, match_route
 
 __all__ = [
+    "AGUI_PATH",
     "ANSWER",
     "DEFAULT_MODELS",
     "EXPECTED_OUTCOME",
@@ -52,9 +56,13 @@ EXPECTED_OUTCOME: dict[str, str] = {
     "complete": "complete",
     "tool_call": "complete",
     "tool_call_invalid": "payload_error",  # a tool stop, but the arguments are cut JSON
-    "incomplete": "incomplete",  # the token limit: length / max_tokens / MAX_TOKENS
+    # The token limit: length / max_tokens / MAX_TOKENS (Interactions: the status incomplete).
+    # AG-UI has none: its run that ends unfinished is a cancelled one.
+    "incomplete": "incomplete",
     "truncated": "truncated",  # the connection closes mid-stream
-    "provider_error": "provider_error",  # an error event inside a 200 stream
+    # An error event inside a 200 stream (Cohere: message-end with finish_reason ERROR; AG-UI:
+    # RUN_ERROR)
+    "provider_error": "provider_error",
     "timeout": "timeout",  # the stream stalls past the client's read timeout
     "rate_limited": "rate_limited",  # HTTP 429, a JSON body and Retry-After, on a streaming route
     "overloaded": "http_error",  # HTTP 503 (Anthropic's 529): the provider's capacity
@@ -121,7 +129,14 @@ DEFAULT_MODELS: dict[str, str] = {
     "anthropic.messages": "claude-sonnet-4-6",
     "gemini.generate_content": "gemini-2.5-flash",
     "bedrock.converse_stream": "anthropic.claude-3-5-haiku-20241022-v1:0",
+    "cohere.chat": "command-a-03-2025",
+    "gemini.interactions": "gemini-2.5-flash",
+    # An AG-UI request names no model: this is the one the demo's agent reports in its usage.
+    "agui.run": "gpt-4o-mini",
 }
+#: Where the fake provider serves AG-UI, which claims no path of its own: an agent serves it
+#: at whatever endpoint it chooses, and otelsse recognises the stream by its first event.
+AGUI_PATH = "/agui/run"
 
 _ANSWER_TEXT = (
     "Server-Sent Events end when the provider says so, not when the socket goes quiet. "
@@ -130,6 +145,8 @@ _ANSWER_TEXT = (
 ANSWER = _ANSWER_TEXT.split(" ")
 _TOOL_NAME = "get_weather"
 _TOOL_ARGUMENTS = '{"city": "Paris", "unit": "celsius"}'
+#: What a model that plans before it calls a tool writes first (Cohere's ``tool_plan``).
+_TOOL_PLAN = "I will look up the current weather in Paris."
 #: The one tool the fake provider calls, with its JSON Schema (OpenAI function shape).
 WEATHER_TOOL: dict[str, Any] = {
     "name": _TOOL_NAME,
@@ -491,6 +508,182 @@ def _bedrock(turn: Turn) -> list[bytes]:
     return [*events, event("metadata", usage=usage, metrics={"latencyMs": 300 + 20 * turn.words})]
 
 
+def _cohere(turn: Turn) -> list[bytes]:
+    """Cohere v2 chat: ``message-start``, a text block or a tool plan and one call, then
+    ``message-end`` (its ``finish_reason``, usage), then ``data: [DONE]`` (the recorded
+    tests/fixtures/real/cohere-v2-chat-*.sse streams). ``message-end`` is both the answer's stop
+    and the stream's terminal, so a whole answer without its end marker cannot be told from a
+    cut one: no ``no_terminal`` here (``UNSUPPORTED``)."""
+
+    def event(kind: str, **fields: Any) -> bytes:
+        return _sse({"type": kind, **fields}, kind)
+
+    def content(text: str) -> dict[str, Any]:
+        return {"message": {"content": {"text": text}}}
+
+    start = {"role": "assistant", "content": [], "tool_plan": "", "tool_calls": [], "citations": []}
+    events = [event("message-start", id=turn.request_id, delta={"message": start})]
+    tool = _tool_answer(turn)
+    if tool:
+        # The plan the model writes before it calls a tool (reasoning, not the answer).
+        events += [
+            event("tool-plan-delta", delta={"message": {"tool_plan": word + " "}})
+            for word in _TOOL_PLAN.split(" ")
+        ]
+        call = {
+            "id": f"{_TOOL_NAME}_{turn.request_id}",
+            "type": "function",
+            "function": {"name": _TOOL_NAME, "arguments": ""},
+        }
+        events.append(event("tool-call-start", index=0, delta={"message": {"tool_calls": call}}))
+        events += [
+            event(
+                "tool-call-delta",
+                index=0,
+                delta={"message": {"tool_calls": {"function": {"arguments": piece}}}},
+            )
+            for piece in _argument_pieces(turn)
+        ]
+        if turn.scenario == "clean_cut":
+            return events  # inside the call's arguments: no tool-call-end, no message-end
+        events.append(event("tool-call-end", index=0))
+    else:
+        opened = {"message": {"content": {"type": "text", "text": ""}}}
+        events.append(event("content-start", index=0, delta=opened))
+        events += [event("content-delta", index=0, delta=content(w + " ")) for w in _words(turn)]
+        if turn.scenario == "clean_cut":
+            return events  # half the text, its block still open
+        events.append(event("content-end", index=0))
+    tokens = {"input_tokens": 24, "output_tokens": turn.words + 1}
+    ending: dict[str, Any] = {
+        "finish_reason": "TOOL_CALL" if tool else "COMPLETE",
+        "usage": {"billed_units": tokens, "tokens": tokens},
+    }
+    if turn.scenario == "incomplete":
+        ending["finish_reason"] = "MAX_TOKENS"
+    elif turn.scenario == "provider_error":
+        # The generation failed: the finish reason says so, and ``error`` says what happened.
+        ending = {"error": "An internal error occurred during generation.", **ending}
+        ending["finish_reason"] = "ERROR"
+    return [*events, event("message-end", delta=ending), _sse("[DONE]")]
+
+
+def _interactions(turn: Turn) -> list[bytes]:
+    """The Gemini Interactions API: ``interaction.created``, one step (model output, or a
+    function call whose arguments stream as ``arguments_delta``), ``interaction.completed`` with
+    its status, then ``event: done`` / ``data: [DONE]`` (the recorded
+    tests/fixtures/real/gemini-interactions-text.sse). The stop is the terminal's own status, and
+    ``[DONE]`` after it is optional, so no ``no_terminal`` here (``UNSUPPORTED``)."""
+
+    def event(kind: str, **fields: Any) -> bytes:
+        return _sse({**fields, "event_type": kind}, kind)
+
+    interaction: dict[str, Any] = {
+        "id": f"v1_{turn.request_id}",
+        "status": "in_progress",
+        "object": "interaction",
+        "model": turn.model,
+    }
+    events = [
+        event("interaction.created", interaction=interaction),
+        event("interaction.status_update", interaction_id=interaction["id"], status="in_progress"),
+    ]
+    tool = _tool_answer(turn)
+    if tool:
+        step = {"type": "function_call", "id": f"call_{turn.request_id}", "name": _TOOL_NAME}
+        events.append(event("step.start", index=0, step=step))
+        events += [
+            event("step.delta", index=0, delta={"arguments": piece, "type": "arguments_delta"})
+            for piece in _argument_pieces(turn)
+        ]
+    else:
+        events.append(event("step.start", index=0, step={"type": "model_output"}))
+        words = _words(turn)
+        events += [
+            event(
+                "step.delta",
+                index=0,
+                delta={"text": " ".join(words[i : i + 4]) + " ", "type": "text"},
+            )
+            for i in range(0, len(words), 4)
+        ]
+    if turn.scenario == "clean_cut":
+        return events  # half the text, or inside the call's arguments: the step never stops
+    if turn.scenario == "provider_error":
+        # An error event ends the stream (the SDK yields it and raises nothing).
+        error = {"code": "unavailable", "message": "The model is overloaded. Try again later."}
+        return [*events, event("error", error=error)]
+    events.append(event("step.stop", index=0))
+    status = "incomplete" if turn.scenario == "incomplete" else "completed"
+    if tool:
+        # A call the application must run leaves the interaction waiting for its result.
+        status = "requires_action"
+        events.append(
+            event("interaction.status_update", interaction_id=interaction["id"], status=status)
+        )
+    usage = {
+        "total_tokens": 25 + turn.words,
+        "total_input_tokens": 24,
+        "total_output_tokens": turn.words + 1,
+    }
+    final = {**interaction, "status": status, "usage": usage}
+    return [*events, event("interaction.completed", interaction=final), _sse("[DONE]", "done")]
+
+
+def _agui(turn: Turn) -> list[bytes]:
+    """An AG-UI agent's run (``data:`` lines only, as the protocol's ``EventEncoder`` writes
+    them): ``RUN_STARTED``, a text message or a tool call, then ``RUN_FINISHED`` (its
+    ``outcome`` and ``usage``, one entry naming the model the agent called) or ``RUN_ERROR``.
+    The run's terminal is its only end: no ``no_terminal`` here (``UNSUPPORTED``)."""
+
+    def event(kind: str, **fields: Any) -> bytes:
+        return _sse({"type": kind, **fields})
+
+    # The run's id is the provider's own, as every route's response id is here (an agent echoes
+    # the input's ``runId``, which the demo's clients all send alike).
+    run = {"threadId": "thread_demo", "runId": f"run_{turn.request_id}"}
+    events = [event("RUN_STARTED", **run)]
+    tool = _tool_answer(turn)
+    if tool:
+        call_id = f"call_{turn.request_id}"
+        events.append(event("TOOL_CALL_START", toolCallId=call_id, toolCallName=_TOOL_NAME))
+        events += [
+            event("TOOL_CALL_ARGS", toolCallId=call_id, delta=piece)
+            for piece in _argument_pieces(turn)
+        ]
+        if turn.scenario == "clean_cut":
+            return events  # inside the call's arguments: no TOOL_CALL_END, no RUN_FINISHED
+        events.append(event("TOOL_CALL_END", toolCallId=call_id))
+    else:
+        message = f"msg_{turn.request_id}"
+        events.append(event("TEXT_MESSAGE_START", messageId=message, role="assistant"))
+        events += [
+            event("TEXT_MESSAGE_CONTENT", messageId=message, delta=word + " ")
+            for word in _words(turn)
+        ]
+        if turn.scenario == "clean_cut":
+            return events  # half the text, the message still open
+        if turn.scenario != "provider_error":
+            events.append(event("TEXT_MESSAGE_END", messageId=message))
+    usage = [
+        {
+            "provider": "openai",
+            "model": turn.model,
+            "inputTokens": 24,
+            "outputTokens": turn.words + 1,
+            "totalTokens": 25 + turn.words,
+        }
+    ]
+    if turn.scenario == "provider_error":
+        # The run failed: RUN_ERROR ends it and whatever it had open (its message).
+        failed = "The model provider is unavailable."
+        return [*events, event("RUN_ERROR", message=failed, code="model_unavailable", usage=usage)]
+    # AG-UI has no token limit of its own: the run that did not finish is the one the agent
+    # stopped, ``cancelled``, which a consumer "MUST NOT report as success".
+    outcome = {"outcome": {"type": "cancelled"}} if turn.scenario == "incomplete" else {}
+    return [*events, event("RUN_FINISHED", **run, **outcome, usage=usage)]
+
+
 def _endless_line() -> bytes:
     """A data line that never ends: the start of an event, then text past 8 MiB."""
     return b'data: {"text": "' + b"x" * ENDLESS_LINE_BYTES
@@ -507,17 +700,29 @@ def _endless_frame() -> bytes:
 
 #: (route, scenario) pairs the provider refuses (400). Gemini sends function-call arguments as
 #: a JSON object, never as text: they cannot be cut. ``no_terminal`` needs a route that knows an
-#: answer is whole before its end marker: on Responses the stop arrives only in the terminal
-#: itself (``response.completed``), and Gemini has no end marker (the last ``finishReason`` is
-#: the end), so on both a whole answer without its end is no different from a cut one. AWS
-#: never content-codes an event stream (botocore reads the body's bytes as frames, uncoded):
-#: no ``gzip`` on Bedrock.
+#: answer is whole before its end marker: on Responses, Cohere and Interactions the stop arrives
+#: only in the terminal itself (``response.completed``, ``message-end``, ``interaction.completed``;
+#: the ``[DONE]`` Cohere and Interactions send after it is optional), Gemini has no end marker
+#: (the last ``finishReason`` is the end) and an AG-UI run ends only with its ``RUN_FINISHED``
+#: or ``RUN_ERROR``, so on each a whole answer without its end is no different from a cut one.
+#: AWS never content-codes an event stream (botocore reads the body's bytes as frames, uncoded):
+#: no ``gzip`` on Bedrock. AG-UI claims no path, so otelsse knows an AG-UI stream only by its
+#: first event: a refusal before any event (an HTTP error's JSON or HTML body) is no stream it
+#: can tell is AG-UI's, and would not be counted on ``agui.run``. The cohere SDK refuses a line
+#: longer than 1 MiB itself (cohere 7.3.1 ``core/http_sse/_api.py``, ``MAX_LINE_SIZE``: it raises
+#: ``SSEError`` and the application closes the stream), well before otelsse's 8 MiB ceiling: on
+#: Cohere an ``endless_line`` ends as the application's own abandonment (``cancelled``).
 UNSUPPORTED: frozenset[tuple[str, str]] = frozenset(
     {
         ("gemini.generate_content", "tool_call_invalid"),
         ("gemini.generate_content", "no_terminal"),
         ("openai.responses", "no_terminal"),
         ("bedrock.converse_stream", "gzip"),
+        ("cohere.chat", "no_terminal"),
+        ("cohere.chat", "endless_line"),
+        ("gemini.interactions", "no_terminal"),
+        ("agui.run", "no_terminal"),
+        *(("agui.run", scenario) for scenario in (*HTTP_FAILURES, "bad_gateway")),
     }
 )
 #: Pairs refused only when the request offers tools: a ``clean_cut`` then cuts a tool call's
@@ -572,6 +777,8 @@ class _Wire(NamedTuple):
     failures: Mapping[str, tuple[int, str, str]] = HTTP_FAILURES
     failure: Callable[[int, str, str], _Reply] = _api_failure
     endless: Callable[[], bytes] = _endless_line
+    #: Where it is served when its route claims no path (AG-UI): POST, always streaming.
+    path: str | None = None
 
 
 _WIRES: dict[str, _Wire] = {
@@ -592,7 +799,12 @@ _WIRES: dict[str, _Wire] = {
         failure=_aws_failure,
         endless=_endless_frame,
     ),
+    "cohere.chat": _Wire(_cohere),
+    "gemini.interactions": _Wire(_interactions),
+    "agui.run": _Wire(_agui, path=AGUI_PATH),
 }
+#: The routes served at a path of the fake provider's own choosing, by that path.
+_SERVED_AT = {wire.path: route for route, wire in _WIRES.items() if wire.path is not None}
 
 
 def script_events(route: str, turn: Turn) -> list[bytes]:
@@ -729,12 +941,19 @@ class FakeProvider:
         found = match_route(endpoint)
         # A route that names the model in its URL says there whether it streams (Gemini only
         # with ?alt=sse, without it a JSON array this server lacks; Bedrock's converse-stream
-        # always); the others ask with the body's ``stream`` flag.
+        # always); the others ask with the body's ``stream`` flag. One that claims no path is
+        # served at the provider's own (``_Wire.path``), where every answer streams. Every
+        # answer is a POST's: a GET that streams an existing one (the Interactions API resuming
+        # an interaction) finds none here.
         url_model = None if found is None else found.url_model(endpoint)
         streams = found is not None and found.always_streams(endpoint)
-        if found is None or found.name not in _WIRES or (url_model and not streams):
+        route = _SERVED_AT.get(path)
+        if route is not None:
+            streams = True
+        elif found is not None and found.name in _WIRES and not (url_model and not streams):
+            route = found.name
+        if route is None or method != "POST":
             return _error_reply(404, "not_found", f"no streaming endpoint at {method} {path}")
-        route = found.name
         wire = _WIRES[route]
         try:
             request = json.loads(body or b"{}")
@@ -856,9 +1075,13 @@ def _frame(data: bytes, chunked: bool) -> bytes:
 
 def example_path(route: str, model: str | None = None) -> str:
     """The path (and query) of ``route``'s example request, naming ``model`` where the path
-    carries it (Gemini, Bedrock: percent-encoded, as botocore sends an id's ``:``)."""
+    carries it (Gemini, Bedrock: percent-encoded, as botocore sends an id's ``:``); for a route
+    that claims no path, the provider's own (``AGUI_PATH``)."""
     found = get_route(route)
-    assert found.example_request is not None, route
+    if found.example_request is None:
+        served_at = _WIRES[route].path
+        assert served_at is not None, route
+        return served_at
     method, target = found.example_request
     path, _, query = target.partition("?")
     named = found.url_model(Request(method, "", path, query))
@@ -901,11 +1124,23 @@ def request_for(route: str, model: str, *, tools: bool) -> tuple[str, dict[str, 
                 "inputSchema": {"json": WEATHER_TOOL["parameters"]},
             }
             body["toolConfig"] = {"tools": [{"toolSpec": spec}]}
-    elif route == "openai.responses":
+    elif route in ("openai.responses", "gemini.interactions"):
+        # The two take the same request: an ``input`` text, function tools at the top level.
         body = {"model": model, "input": prompt, "stream": True}
         if tools:
             body["tools"] = [{"type": "function", **WEATHER_TOOL}]
-    else:
+    elif route == "agui.run":
+        # AG-UI's RunAgentInput: no model (the agent picks it) and no stream flag (always SSE).
+        body = {
+            "threadId": "thread_demo",
+            "runId": "run_demo",
+            "messages": [{"id": "msg_user", "role": "user", "content": prompt}],
+            "tools": [WEATHER_TOOL] if tools else [],
+            "context": [],
+            "state": {},
+            "forwardedProps": {},
+        }
+    else:  # Chat Completions, and Cohere v2 chat, whose request has the same shape
         body = {"model": model, "stream": True, "messages": [{"role": "user", "content": prompt}]}
         if tools:
             body["tools"] = [{"type": "function", "function": WEATHER_TOOL}]

@@ -1,10 +1,10 @@
 """``otelsse demo``: real clients against the fake provider, otelsse instrumented, a summary.
 
-The openai and anthropic SDKs, boto3, httpx, httpx2 and requests each stream from
-``FakeProvider`` through ``otelsse.instrument()`` with a real OpenTelemetry SDK. Everything the
-summary says about streams is read back from the metrics otelsse exported (the same numbers a
-Prometheus scrape or an OTLP receiver gets); only "what the application saw" comes from the
-demo's own clients.
+The openai, anthropic, cohere and google-genai SDKs, boto3, httpx, httpx2 and requests each
+stream from ``FakeProvider`` through ``otelsse.instrument()`` with a real OpenTelemetry SDK.
+Everything the summary says about streams is read back from the metrics otelsse exported (the
+same numbers a Prometheus scrape or an OTLP receiver gets); only "what the application saw"
+comes from the demo's own clients.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import random
+import ssl
 import sys
 import threading
 import time
@@ -86,6 +87,10 @@ ROUTES: dict[str, tuple[int, tuple[str, ...]]] = {
     "anthropic.messages": (30, ("anthropic", "anthropic-async", "requests")),
     "gemini.generate_content": (15, ("httpx", "httpx-async", "requests")),
     "bedrock.converse_stream": (10, ("boto3", "requests")),
+    "cohere.chat": (5, ("cohere", "requests")),
+    "gemini.interactions": (5, ("genai", "httpx")),
+    # AG-UI's reference client reads the lines of a plain POST; so do these.
+    "agui.run": (5, ("httpx", "requests")),
 }
 #: The mix of endings in every 50 streams: mostly complete, as a healthy-but-imperfect provider.
 SCENARIO_DECK: dict[str, int] = {
@@ -300,6 +305,53 @@ def _boto3(job: Job, base_url: str) -> None:
         client.close()
 
 
+def _cohere(job: Job, base_url: str) -> None:
+    """The cohere SDK's v2 ``chat_stream``, on an httpx client of the demo's read timeout."""
+    import cohere
+    import httpx
+
+    _, body = request_for(job.route, job.model, tools=job.scenario.startswith("tool"))
+    del body["stream"]  # chat_stream asks for the stream itself
+    with httpx.Client(timeout=READ_TIMEOUT) as http:
+        client = cohere.ClientV2(base_url=base_url, api_key="demo", httpx_client=http)
+        # A generator (typed as an Iterator): closed here, the response is too.
+        stream: Any = client.chat_stream(
+            **body, request_options={"additional_headers": _headers(job)}
+        )
+        with contextlib.closing(stream):
+            for _ in stream:
+                pass
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context for every google-genai client (the provider is plain HTTP): without it,
+    each client loads the CA bundle for each of its transports, a third of a second."""
+    return ssl.create_default_context()
+
+
+def _google_genai(job: Job, base_url: str) -> None:
+    """google-genai's ``interactions.create(..., stream=True)``: one attempt per call (the SDK
+    retries 408, 409, 429 and 5xx by default), the demo's read timeout."""
+    from google import genai
+    from google.genai import types
+
+    _, body = request_for(job.route, job.model, tools=job.scenario.startswith("tool"))
+    options = types.HttpOptions(
+        base_url=base_url,
+        timeout=round(READ_TIMEOUT * 1000),  # milliseconds
+        retry_options=types.HttpRetryOptions(attempts=1),
+        client_args={"verify": _tls()},
+        async_client_args={"verify": _tls(), "ssl": _tls()},
+    )
+    with (
+        genai.Client(api_key="demo", http_options=options) as client,
+        client.interactions.create(**body, extra_headers=_headers(job)) as stream,
+    ):
+        for _ in stream:
+            pass
+
+
 def _in_new_loop(call: Callable[[Job, str], Any]) -> Callable[[Job, str], None]:
     def run(job: Job, base_url: str) -> None:
         asyncio.run(call(job, base_url))
@@ -317,15 +369,33 @@ CLIENTS: dict[str, Callable[[Job, str], None]] = {
     "httpx-async": _in_new_loop(_httpx_async),
     "requests": _requests,
     "boto3": _boto3,
+    "cohere": _cohere,
+    "genai": _google_genai,
 }
 #: The libraries the clients are (the demo extra installs them); imported when a run needs them.
-CLIENT_LIBRARIES = ("openai", "anthropic", "boto3", "httpx", "httpx2", "requests")
+CLIENT_LIBRARIES = (
+    "openai",
+    "anthropic",
+    "cohere",
+    "google.genai",
+    "boto3",
+    "httpx",
+    "httpx2",
+    "requests",
+)
 
 
 def missing_library() -> str | None:
     """The first client library the demo runs that is not installed, else None: said before
     the run starts, not as a traceback once its first stream needs it."""
-    return next((name for name in CLIENT_LIBRARIES if importlib.util.find_spec(name) is None), None)
+    return next((name for name in CLIENT_LIBRARIES if not _installed(name)), None)
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a submodule's package is missing (``google`` of google.genai)
+        return False
 
 
 #: What each SDK's clients need imported and built before their jobs run (``prepare_clients``):
@@ -342,6 +412,16 @@ _SDK_PREPARATION: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "anthropic": (
         ("anthropic.resources.messages", "anthropic.lib.streaming"),
         ("anthropic.types",),
+    ),
+    # Their stream events' models are built as they are imported: imports only.
+    "cohere": (("cohere.v2.raw_client", "cohere.v2.types.v2chat_stream_response"), ()),
+    "genai": (
+        (
+            "google.genai._gaos.google_genai",
+            "google.genai._gaos.interactions",
+            "google.genai._gaos.types.interactions",
+        ),
+        (),
     ),
 }
 
@@ -854,7 +934,8 @@ def _banner(options: DemoOptions, base_url: str) -> str:
         amount = f"streams for {options.duration:g} s"
     return (
         f"otelsse demo: {amount}, {options.concurrency} at a time, from a fake provider at"
-        f" {base_url} with the openai and anthropic SDKs, boto3, httpx, httpx2 and requests,"
+        f" {base_url} with the openai, anthropic, cohere and google-genai SDKs, boto3, httpx,"
+        " httpx2 and requests,"
         f" instrumented by otelsse ({_pace(options.speed)})\n"
     )
 

@@ -61,6 +61,7 @@ from otelsse._demo.run import (
     ListenError,
     Summary,
     histogram_quantile,
+    missing_library,
     plan,
     print_summary,
     run_demo,
@@ -399,9 +400,9 @@ def test_the_docs_sample_is_what_the_default_seed_prints() -> None:
     assert always <= errors <= sum(client_raises(job, "chunked") for job in jobs)
     assert re.fullmatch(
         rf"otelsse demo: {options.streams} streams, {options.concurrency} at a time, from a fake"
-        r" provider at http://127\.0\.0\.1:\d+ with the openai and anthropic SDKs, boto3,"
-        r" httpx, httpx2 and requests, instrumented by otelsse \(--speed 1: the fake provider's"
-        r" own pace\)",
+        r" provider at http://127\.0\.0\.1:\d+ with the openai, anthropic, cohere and"
+        r" google-genai SDKs, boto3, httpx, httpx2 and requests, instrumented by otelsse"
+        r" \(--speed 1: the fake provider's own pace\)",
         sample.splitlines()[0],
     )
 
@@ -459,6 +460,22 @@ def test_run_demo_for_a_duration_summarizes_the_jobs_it_ran() -> None:
     assert done >= 1
     assert summary.total == done
     assert _nonzero(summary.streams) == _expected_streams(_jobs(seed, done))
+
+
+@pytest.mark.parametrize(
+    "missing",
+    [
+        "otelsse_nowhere",  # a library
+        "otelsse_nowhere.genai",  # a module of a package that is missing (google.genai's google)
+        "json.otelsse_nowhere",  # a missing module of a package that is there
+    ],
+)
+def test_missing_library_names_the_first_client_library_not_installed(
+    missing: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert missing_library() is None
+    monkeypatch.setattr("otelsse._demo.run.CLIENT_LIBRARIES", ("httpx", missing, "requests"))
+    assert missing_library() == missing
 
 
 # -- the command line ----------------------------------------------------------------------------

@@ -48,19 +48,20 @@ from tests.sre._e2e import free_port
 pytestmark = pytest.mark.e2e  # the demo, run as a user runs it
 
 #: Seconds each demo process gets, from its start to its exit; each ends well before. Twice
-#: the servers' bound: a run of every client imports and builds every SDK first (about 7 s of a
-#: loaded machine's 2 cores, measured), and still ends its streams after the signal.
+#: the servers' bound: a run of every client imports and builds every SDK first (openai's,
+#: anthropic's and boto3's about 7 s of a loaded machine's 2 cores; cohere's and google-genai's
+#: nearly as much again, measured), and still ends its streams after the signal.
 BOUND = 2 * MAX_WAIT
 #: Tries of each signal at the "Ctrl-C to stop" line (before the fix, about half failed).
 ATTEMPTS = 4
 #: The SDK clients: importing one and building its models is the slow part of the set-up.
-SDKS = ("openai", "anthropic")
+SDKS = ("openai", "anthropic", "cohere", "genai")
 #: Every client with a set-up: boto3's session loads its service model too (under a second).
 SET_UP = (*SDKS, "boto3")
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM}
 #: A progress line: the streams done so far, and their outcomes.
 PROGRESS = re.compile(r"  \d+(/\d+)? streams\b")
-CLIENTS = "the openai and anthropic SDKs, boto3, httpx, httpx2 and requests"
+CLIENTS = "the openai, anthropic, cohere and google-genai SDKs, boto3, httpx, httpx2 and requests"
 SPEED = "(--speed 4: the fake provider's waits divided by 4)"
 
 

@@ -1,9 +1,10 @@
 """The demo's fake provider keeps its wire contract, through every client the demo drives.
 
-``otelsse/_demo/provider.py`` serves five streaming routes on 127.0.0.1 (four in SSE, Bedrock
-ConverseStream in AWS's event stream); a request header picks how each stream ends
-(``SCENARIOS``) and ``EXPECTED_OUTCOME`` says what otelsse must report for it. This module
-proves, against a live ``FakeProvider``:
+``otelsse/_demo/provider.py`` serves eight streaming routes on 127.0.0.1 (seven in SSE, AG-UI
+among them at a path of the provider's own, ``AGUI_PATH``, and Bedrock ConverseStream in AWS's
+event stream); a request header picks how each stream ends (``SCENARIOS``) and
+``EXPECTED_OUTCOME`` says what otelsse must report for it. This module proves, against a live
+``FakeProvider``:
 
 1. Wire contract: every (route, scenario) pair outside ``UNSUPPORTED``, streamed by every client
    the demo uses for the route (``otelsse._demo.run.CLIENTS``, the functions the demo runs, with
@@ -17,7 +18,8 @@ proves, against a live ``FakeProvider``:
    close-delimited framing at random per truncated stream, so each framing is tested with a
    seed found by probing (``_seed_for``) and otelsse must say truncated in both cases, even
    where the client finishes silently.
-2. Raw HTTP (plain sockets): 404 off the streaming endpoints; a 400 JSON error for a request it
+2. Raw HTTP (plain sockets): 404 off the streaming endpoints (and for any method but POST); a
+   400 JSON error for a request it
    cannot serve; the HTTP failures in each provider's shape (AWS's ``x-amzn-errortype``); the
    request-id header per route; the default scenario (a tool call when the request offers
    tools) in the route's media type; both truncation framings end the body inside an event,
@@ -26,13 +28,14 @@ proves, against a live ``FakeProvider``:
    without an error; and stopping the provider ends a stalled stream in flight instead of
    hanging.
 3. ``script_events`` renders bodies ``StreamMonitor`` classifies as ``EXPECTED_OUTCOME``
-   (offline, for every scenario decided by the body alone), with the tool-call counts; a
-   ``clean_cut`` offered tools leaves the call open.
-4. Realism: the real openai and anthropic SDKs and botocore parse the bodies into their typed
-   objects and recover the text and tool arguments that were sent (botocore also decodes every
-   frame's CRCs, and raises the AWS error types of the HTTP failures); on the clean endings they
-   finish without raising, and hand over half an answer or a call built from half its arguments
-   (what otelsse exists to report).
+   (offline, for every scenario decided by the body alone), with the tool-call counts and the
+   model where the contract names it; a ``clean_cut`` offered tools leaves the call open.
+4. Realism: the real openai, anthropic, cohere and google-genai SDKs and botocore parse the
+   bodies into their typed objects and recover the text and tool arguments that were sent
+   (botocore also decodes every frame's CRCs, and raises the AWS error types of the HTTP
+   failures), and AG-UI's own package (``ag-ui-protocol``) validates every event of a run and
+   the request the demo sends; on the clean endings they finish without raising, and hand over
+   half an answer or a call built from half its arguments (what otelsse exists to report).
 
 Timeouts cost the demo's READ_TIMEOUT (2 s) each, so all of them run at once in one test.
 """
@@ -53,13 +56,20 @@ from typing import Any, NamedTuple
 import anthropic
 import botocore.eventstream
 import botocore.exceptions
+import cohere
 import httpx
 import openai
 import pytest
+from ag_ui.core import Event as AGUIEvent
+from ag_ui.core import RunAgentInput
+from google import genai
+from google.genai import types as genai_types
+from pydantic import TypeAdapter
 
 from otelsse import StreamMonitor, semconv
 from otelsse._core.http import media_type, stream_violation
 from otelsse._demo.provider import (
+    AGUI_PATH,
     ANSWER,
     AWS_FAILURES,
     DEFAULT_MODELS,
@@ -82,6 +92,7 @@ from otelsse._demo.run import (
     Job,
     _aws_session,
     _bedrock_client,
+    _tls,
     prepare_clients,
 )
 from otelsse.routes import get_route
@@ -101,11 +112,26 @@ CUT_ARGUMENTS = '{"city": "Paris", "unit"'
 #: Modules an application's exception may come from: the SDKs and the HTTP clients under them
 #: (botocore passes urllib3's errors for a cut or a stalled body on as they are).
 CLIENT_LIBRARIES = frozenset(
-    {"openai", "anthropic", "botocore", "urllib3", "httpx", "httpx2", "requests"}
+    {
+        "openai",
+        "anthropic",
+        "cohere",
+        "google",  # google-genai (google.genai)
+        "botocore",
+        "urllib3",
+        "httpx",
+        "httpx2",
+        "requests",
+    }
 )
 FRAMINGS = ("chunked", "close")
 BEDROCK = "bedrock.converse_stream"
+COHERE = "cohere.chat"
+INTERACTIONS = "gemini.interactions"
+AGUI = "agui.run"
 EVENT_STREAM = "application/vnd.amazon.eventstream"
+#: Any AG-UI event, read as the protocol's own package reads it (discriminated by ``type``).
+AGUI_EVENT: TypeAdapter[Any] = TypeAdapter(AGUIEvent)
 
 
 def _event_stream(route: str) -> bool:
@@ -122,8 +148,9 @@ def _ends_at_an_event_boundary(route: str, body: bytes) -> bool:
 
 
 def _payloads(route: str, events: list[bytes]) -> list[tuple[str, dict[str, Any]]]:
-    """Each event's name and JSON payload: SSE events (named by the payload's ``type``, empty
-    where it has none), or frames decoded by botocore's own reader (which checks their CRCs)."""
+    """Each event's name and JSON payload: SSE events (named by the payload's ``type``, or
+    ``event_type`` on Interactions, empty where it has neither), or frames decoded by botocore's
+    own reader (which checks their CRCs)."""
     found = []
     for event in events:
         if _event_stream(route):
@@ -134,7 +161,7 @@ def _payloads(route: str, events: list[bytes]) -> list[tuple[str, dict[str, Any]
                 found.append((name, json.loads(message.payload)))
         else:
             data = json.loads(event.decode().partition("data: ")[2])
-            found.append((data.get("type", ""), data))
+            found.append((data.get("type") or data.get("event_type", ""), data))
     return found
 
 
@@ -156,7 +183,7 @@ def provider() -> Iterator[FakeProvider]:
 
 def _run(jobs: list[Job], base_url: str) -> dict[int, Exception | None]:
     """Run the jobs' clients at once, as the demo does; what each raised, by job number."""
-    prepare_clients()
+    prepare_clients(job.client for job in jobs)  # only theirs: an SDK's import takes seconds
 
     def one(job: Job) -> Exception | None:
         try:
@@ -347,6 +374,10 @@ def _classify(route: str, body: bytes) -> Any:
         ("POST", "/model/amazon.nova-lite-v1%3A0/converse"),  # Converse, not ConverseStream
         ("GET", "/model/amazon.nova-lite-v1%3A0/converse-stream"),
         ("POST", "/model/amazon.nova-lite-v1%3A0/invoke-with-response-stream"),  # not spoken
+        ("POST", "/v1/chat"),  # Cohere's v1 chat (NDJSON, not SSE)
+        ("GET", "/v1beta/interactions/v1_demo?stream=true"),  # no interaction to resume
+        ("GET", AGUI_PATH),
+        ("POST", "/agui/other"),  # AG-UI is served at its one path
     ],
 )
 def test_unknown_endpoint_is_a_404(provider: FakeProvider, method: str, target: str) -> None:
@@ -382,8 +413,17 @@ def test_a_request_it_cannot_serve_is_a_400_json_error(
     assert json.loads(reply.body)["error"]["type"] == "invalid_request_error"
 
 
-@pytest.mark.parametrize("scenario", list(HTTP_FAILURES))
-@pytest.mark.parametrize("route", DEFAULT_MODELS)
+def _served(scenarios: list[str]) -> list[Any]:
+    """Every route with each of ``scenarios`` it serves."""
+    return [
+        pytest.param(route, scenario, id=f"{route}-{scenario}")
+        for route in DEFAULT_MODELS
+        for scenario in scenarios
+        if (route, scenario) not in UNSUPPORTED
+    ]
+
+
+@pytest.mark.parametrize(("route", "scenario"), _served(list(HTTP_FAILURES)))
 def test_http_failures_answer_with_their_status_and_retry_advice(
     provider: FakeProvider, route: str, scenario: str
 ) -> None:
@@ -409,8 +449,7 @@ def test_http_failures_answer_with_their_status_and_retry_advice(
     assert monitor.close().outcome.value == EXPECTED_OUTCOME[scenario]
 
 
-@pytest.mark.parametrize("scenario", ["complete", *HTTP_FAILURES])
-@pytest.mark.parametrize("route", DEFAULT_MODELS)
+@pytest.mark.parametrize(("route", "scenario"), _served(["complete", *HTTP_FAILURES]))
 def test_request_id_header_is_named_per_route(
     provider: FakeProvider, route: str, scenario: str
 ) -> None:
@@ -571,8 +610,16 @@ def test_script_events_classify_as_expected(route: str, scenario: str, words: in
     tool = scenario in ("tool_call", "tool_call_invalid")
     invalid = scenario == "tool_call_invalid"
     assert (report.tool_call_count, report.tool_call_invalid_count) == (int(tool), int(invalid))
-    # ConverseStream never names the model in its events: only the request's path does.
-    assert report.response_model == (None if route == BEDROCK else "model-x")
+    assert report.response_model == ("model-x" if _names_the_model(route, scenario) else None)
+
+
+def _names_the_model(route: str, scenario: str) -> bool:
+    """Whether ``route``'s events for ``scenario`` name the model: ConverseStream's and Cohere's
+    never do (only Bedrock's request path does); an AG-UI run names it in its terminal event's
+    usage alone, which a cut body never reaches."""
+    if route in (BEDROCK, COHERE):
+        return False
+    return not (route == AGUI and scenario == "clean_cut")
 
 
 def _sent_arguments(route: str, events: list[bytes]) -> str:
@@ -589,6 +636,12 @@ def _sent_arguments(route: str, events: list[bytes]) -> str:
             text += data["delta"]["partial_json"]
         elif kind == "contentBlockDelta" and "toolUse" in data["delta"]:
             text += data["delta"]["toolUse"]["input"]
+        elif kind == "tool-call-delta":
+            text += data["delta"]["message"]["tool_calls"]["function"]["arguments"]
+        elif kind == "step.delta" and data["delta"]["type"] == "arguments_delta":
+            text += data["delta"]["arguments"]
+        elif kind == "TOOL_CALL_ARGS":
+            text += data["delta"]
     return text
 
 
@@ -903,3 +956,174 @@ def test_botocore_reads_a_clean_ending_without_raising(
     else:
         _assert_half_answer(_converse_text(events))
         assert _converse_arguments(events) == ""
+
+
+# -- cohere: Cohere v2 chat, as the SDK's chat_stream hands it to the application ----------------
+
+#: Each ending the cohere SDK reads without raising, and the finish reason it hands over.
+COHERE_FINISH = {
+    "complete": "COMPLETE",
+    "tool_call": "TOOL_CALL",
+    "incomplete": "MAX_TOKENS",
+    "provider_error": "ERROR",  # a failed generation is an event like any other: no exception
+}
+
+
+def _cohere_events(base_url: str, scenario: str, tools: bool) -> list[Any]:
+    """The events the demo's ``chat_stream`` call yields, read to the end (it stops at
+    ``[DONE]``)."""
+    _, body = request_for(COHERE, DEFAULT_MODELS[COHERE], tools=tools)
+    del body["stream"]  # chat_stream asks for the stream itself
+    headers = {"additional_headers": {SCENARIO_HEADER: scenario}}
+    with httpx.Client(timeout=MAX_WAIT) as http:
+        client = cohere.ClientV2(base_url=base_url, api_key="demo", httpx_client=http)
+        return list(client.chat_stream(**body, request_options=headers))
+
+
+def _cohere_text(events: list[Any]) -> str:
+    return "".join(e.delta.message.content.text for e in events if e.type == "content-delta")
+
+
+def _cohere_arguments(events: list[Any]) -> str:
+    deltas = [e.delta.message.tool_calls.function for e in events if e.type == "tool-call-delta"]
+    return "".join(function.arguments for function in deltas)
+
+
+@pytest.mark.parametrize("scenario", list(COHERE_FINISH))
+def test_cohere_sdk_parses_chat_stream_events(provider: FakeProvider, scenario: str) -> None:
+    events = _cohere_events(provider.base_url, scenario, tools=scenario == "tool_call")
+    assert events[0].type == "message-start"
+    end = events[-1]
+    assert end.type == "message-end"
+    assert end.delta.finish_reason == COHERE_FINISH[scenario]
+    assert (end.delta.error is not None) is (scenario == "provider_error")
+    assert end.delta.usage.tokens.input_tokens == 24
+    if scenario == "tool_call":
+        [start] = [e for e in events if e.type == "tool-call-start"]
+        assert start.delta.message.tool_calls.function.name == "get_weather"
+        assert json.loads(_cohere_arguments(events)) == TOOL_ARGUMENTS
+        assert [e.type for e in events[-2:]] == ["tool-call-end", "message-end"]
+    else:
+        _assert_answer(_cohere_text(events))
+        assert [e.type for e in events[-2:]] == ["content-end", "message-end"]
+
+
+# -- google-genai: the Interactions API, as interactions.create(stream=True) hands it over -------
+
+#: Each ending google-genai reads without raising, and the interaction's last status.
+INTERACTION_STATUS = {
+    "complete": "completed",
+    "tool_call": "requires_action",  # the application runs the call and sends its result
+    "incomplete": "incomplete",
+}
+
+
+def _interaction_events(base_url: str, scenario: str, tools: bool) -> list[Any]:
+    """The events the demo's ``interactions.create(..., stream=True)`` call yields, read to
+    the end (it stops at ``[DONE]``)."""
+    _, body = request_for(INTERACTIONS, DEFAULT_MODELS[INTERACTIONS], tools=tools)
+    options = genai_types.HttpOptions(
+        base_url=base_url,
+        timeout=round(MAX_WAIT * 1000),
+        retry_options=genai_types.HttpRetryOptions(attempts=1),
+        client_args={"verify": _tls()},
+        async_client_args={"verify": _tls(), "ssl": _tls()},
+    )
+    with (
+        genai.Client(api_key="demo", http_options=options) as client,
+        client.interactions.create(**body, extra_headers={SCENARIO_HEADER: scenario}) as stream,
+    ):
+        return list(stream)
+
+
+def _interaction_deltas(events: list[Any], kind: str) -> list[Any]:
+    return [e.delta for e in events if e.event_type == "step.delta" and e.delta.type == kind]
+
+
+def _interaction_text(events: list[Any]) -> str:
+    return "".join(delta.text for delta in _interaction_deltas(events, "text"))
+
+
+def _interaction_arguments(events: list[Any]) -> str:
+    return "".join(delta.arguments for delta in _interaction_deltas(events, "arguments_delta"))
+
+
+@pytest.mark.parametrize("scenario", [*INTERACTION_STATUS, "provider_error"])
+def test_google_genai_parses_interaction_events(provider: FakeProvider, scenario: str) -> None:
+    events = _interaction_events(provider.base_url, scenario, tools=scenario == "tool_call")
+    created, *_, last = events
+    assert created.event_type == "interaction.created"
+    assert created.interaction.model == DEFAULT_MODELS[INTERACTIONS]
+    if scenario == "provider_error":
+        # An error event ends the stream; the SDK yields it and raises nothing.
+        assert (last.event_type, last.error.code) == ("error", "unavailable")
+        _assert_answer(_interaction_text(events))
+        return
+    assert last.event_type == "interaction.completed"
+    assert last.interaction.status == INTERACTION_STATUS[scenario]
+    assert last.interaction.usage.total_input_tokens == 24
+    if scenario == "tool_call":
+        [start] = [e for e in events if e.event_type == "step.start"]
+        assert (start.step.type, start.step.name) == ("function_call", "get_weather")
+        assert json.loads(_interaction_arguments(events)) == TOOL_ARGUMENTS
+    else:
+        _assert_answer(_interaction_text(events))
+
+
+# -- AG-UI: the protocol's own package validates every event -------------------------------------
+
+
+@pytest.mark.parametrize(
+    "scenario", ["complete", "tool_call", "tool_call_invalid", "incomplete", "provider_error"]
+)
+def test_agui_events_and_request_validate_against_the_protocols_schema(scenario: str) -> None:
+    """``ag-ui-protocol``'s models (generated from the AG-UI 1.0 schema) read each event of a
+    run and the demo's request, every field a known one (they keep unknown fields aside)."""
+    events = script_events(AGUI, Turn("gpt-x", scenario, 9, "req_demo_5", tools=True))
+    read = [AGUI_EVENT.validate_json(event.decode().removeprefix("data: ")) for event in events]
+    assert [event.model_extra for event in read] == [{}] * len(read)
+    first, *_, last = read
+    assert first.type == "RUN_STARTED"
+    assert last.type == ("RUN_ERROR" if scenario == "provider_error" else "RUN_FINISHED")
+    assert [(entry.model, entry.input_tokens) for entry in last.usage] == [("gpt-x", 24)]
+    outcome = getattr(last, "outcome", None)
+    assert (outcome and outcome.type) == ("cancelled" if scenario == "incomplete" else None)
+    for tools in (False, True):
+        _, body = request_for(AGUI, DEFAULT_MODELS[AGUI], tools=tools)
+        request = RunAgentInput.model_validate(body)
+        assert request.model_extra == {}
+        assert [tool.name for tool in request.tools or ()] == ["get_weather"] * tools
+
+
+# -- the clean cuts, as the cohere and google-genai SDKs report them -----------------------------
+# (neither route has a no_terminal: their stop comes in the terminal event itself)
+
+CLEAN_CUTS = CLEAN_ENDINGS[:2]
+
+
+@pytest.mark.parametrize(("scenario", "tools"), CLEAN_CUTS)
+def test_cohere_sdk_reads_a_clean_cut_without_raising(
+    provider: FakeProvider, scenario: str, tools: bool
+) -> None:
+    events = _cohere_events(provider.base_url, scenario, tools)  # to the end: nothing raised
+    assert "message-end" not in {e.type for e in events}
+    if tools:
+        assert _cohere_arguments(events) == CUT_ARGUMENTS
+        assert events[-1].type == "tool-call-delta"
+    else:
+        _assert_half_answer(_cohere_text(events))
+        assert events[-1].type == "content-delta"
+
+
+@pytest.mark.parametrize(("scenario", "tools"), CLEAN_CUTS)
+def test_google_genai_reads_a_clean_cut_without_raising(
+    provider: FakeProvider, scenario: str, tools: bool
+) -> None:
+    events = _interaction_events(provider.base_url, scenario, tools)  # to the end: no raise
+    kinds = {e.event_type for e in events}
+    assert not kinds & {"step.stop", "interaction.completed", "error"}
+    if tools:
+        assert _interaction_arguments(events) == CUT_ARGUMENTS
+    else:
+        _assert_half_answer(_interaction_text(events))
+    assert events[-1].event_type == "step.delta"
