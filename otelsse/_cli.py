@@ -10,8 +10,9 @@ otelsse inspect FILE [--route ROUTE|auto | --url URL [--host-profile HOST=PROFIL
     ``--host-profile`` adds a host of your own, e.g.
     ``llm.internal.example=openai.chat_completions:no_done``.
 otelsse demo [--streams N | --duration S] [--prometheus-port P] [--otlp-endpoint URL] ...
-    Stream from a local fake provider with the real openai and anthropic SDKs, httpx, httpx2 and
-    requests, instrumented by otelsse; print a summary read from the exported metrics.
+    Stream from a local fake provider with the real openai, anthropic, cohere and google-genai
+    SDKs, boto3, httpx, httpx2 and requests, instrumented by otelsse; print a summary read from
+    the exported metrics.
 otelsse demo --provider-only [--host H] [--port 8400]
     Only serve the fake provider (for the examples), until Ctrl-C.
 

@@ -52,6 +52,8 @@ IMAGES = {
             "otelsse._demo.provider",
             "openai",
             "anthropic",
+            "cohere",
+            "google.genai",
             "boto3.session",
             "botocore.config",
             "httpx",
