@@ -2,7 +2,8 @@
 
 It speaks five streaming contracts otelsse knows (OpenAI Chat Completions and Responses,
 Anthropic Messages and Gemini ``streamGenerateContent`` in SSE, Amazon Bedrock ConverseStream in
-AWS's binary event stream) over plain HTTP/1.1 on 127.0.0.1, and it misbehaves on purpose: the
+AWS's binary event stream), and two agent protocols at any path (MCP streamable HTTP and A2A:
+``agents.py``) over plain HTTP/1.1 on 127.0.0.1, and it misbehaves on purpose: the
 ``x-otelsse-demo-scenario`` request header picks how the stream ends (see ``SCENARIOS``).
 Without the header a request gets a complete answer, or a tool call when it offers tools.
 ``clean_cut`` and ``no_terminal`` end a well-formed body early or without its end marker:
@@ -26,8 +27,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
+from .._clients import rpc_fields
 from .._core.eventstream import EVENT_STREAM_MEDIA_TYPE, encode_frame
-from ..routes import Request, get_route, match_route
+from .._core.http import accepts_event_stream
+from ..routes import Request, get_route, match_route, protocol_request
+from .agents import AGENT_ROUTES, UNSUPPORTED_ON_AGENTS, a2a_events, agent_request, mcp_events
 
 __all__ = [
     "ANSWER",
@@ -121,6 +125,9 @@ DEFAULT_MODELS: dict[str, str] = {
     "anthropic.messages": "claude-sonnet-4-6",
     "gemini.generate_content": "gemini-2.5-flash",
     "bedrock.converse_stream": "anthropic.claude-3-5-haiku-20241022-v1:0",
+    # agent protocols name no model: the server's and the agent's names, never sent
+    "mcp.streamable_http": "weather-mcp-server",
+    "a2a.stream": "demo-agent",
 }
 
 _ANSWER_TEXT = (
@@ -151,6 +158,7 @@ class Turn(NamedTuple):
     words: int  # how many words of text before the ending
     request_id: str
     tools: bool = False  # the request offered tools (a ``clean_cut`` then cuts a tool call)
+    rpc_id: str | int | None = None  # the JSON-RPC request's id, which MCP and A2A answer
 
 
 def _sse(data: Any, event: str | None = None) -> bytes:
@@ -518,6 +526,7 @@ UNSUPPORTED: frozenset[tuple[str, str]] = frozenset(
         ("gemini.generate_content", "no_terminal"),
         ("openai.responses", "no_terminal"),
         ("bedrock.converse_stream", "gzip"),
+        *UNSUPPORTED_ON_AGENTS,  # agents.py says why
     }
 )
 #: Pairs refused only when the request offers tools: a ``clean_cut`` then cuts a tool call's
@@ -591,6 +600,10 @@ _WIRES: dict[str, _Wire] = {
         failures=AWS_FAILURES,
         failure=_aws_failure,
         endless=_endless_frame,
+    ),
+    "mcp.streamable_http": _Wire(lambda t: mcp_events(t.scenario, _words(t), t.rpc_id)),
+    "a2a.stream": _Wire(
+        lambda t: a2a_events(t.scenario, _words(t), t.rpc_id, f"task-{t.request_id}")
     ),
 }
 
@@ -727,11 +740,17 @@ class FakeProvider:
         path, _, query = target.partition("?")
         endpoint = Request(method, self.host, path, query)
         found = match_route(endpoint)
+        rpc = None
+        if found is None and accepts_event_stream(headers.get("accept")):
+            # A protocol served at any path (MCP, A2A), told as otelsse tells it: by its
+            # JSON-RPC body and declared headers, when the request asks for SSE.
+            rpc = rpc_fields(body)
+            found = match_route(protocol_request(endpoint, rpc.method, rpc.name, headers.get))
         # A route that names the model in its URL says there whether it streams (Gemini only
         # with ?alt=sse, without it a JSON array this server lacks; Bedrock's converse-stream
         # always); the others ask with the body's ``stream`` flag.
         url_model = None if found is None else found.url_model(endpoint)
-        streams = found is not None and found.always_streams(endpoint)
+        streams = found is not None and (rpc is not None or found.always_streams(endpoint))
         if found is None or found.name not in _WIRES or (url_model and not streams):
             return _error_reply(404, "not_found", f"no streaming endpoint at {method} {path}")
         route = found.name
@@ -768,9 +787,9 @@ class FakeProvider:
         seeded = self._seed is not None and job is not None
         rng = random.Random(f"{self._seed}/{job}") if seeded else self._random
         model = url_model or str(request.get("model") or DEFAULT_MODELS[route])
-        events = script_events(
-            route, Turn(model, scenario, rng.randint(8, len(ANSWER)), request_id, tools)
-        )
+        words = rng.randint(8, len(ANSWER))
+        rpc_id = None if rpc is None else rpc.id
+        events = script_events(route, Turn(model, scenario, words, request_id, tools, rpc_id))
         # Most answers start in a few hundred milliseconds; "thinking" ones take seconds.
         thinking = rng.random() < 0.15
         first_delay = rng.uniform(0.6, 1.6) if thinking else rng.uniform(0.03, 0.35)
@@ -869,8 +888,10 @@ def example_path(route: str, model: str | None = None) -> str:
 
 def request_for(route: str, model: str, *, tools: bool) -> tuple[str, dict[str, Any]]:
     """(path, JSON body) of a streaming request to ``route``, as a plain HTTP client sends it."""
-    path = example_path(route, model)
     prompt = "Why do streamed answers need a terminal event?"
+    if route in AGENT_ROUTES:
+        return agent_request(route, prompt)  # no model, no tools: a JSON-RPC request
+    path = example_path(route, model)
     if route == "gemini.generate_content":
         body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": prompt}]}]}
         if tools:

@@ -56,6 +56,7 @@ from opentelemetry.sdk.trace.export import (
 
 from .. import semconv
 from .._monitor import Outcome
+from .agents import agent_request_headers
 from .provider import (
     DEFAULT_MODELS,
     JOB_HEADER,
@@ -86,6 +87,9 @@ ROUTES: dict[str, tuple[int, tuple[str, ...]]] = {
     "anthropic.messages": (30, ("anthropic", "anthropic-async", "requests")),
     "gemini.generate_content": (15, ("httpx", "httpx-async", "requests")),
     "bedrock.converse_stream": (10, ("boto3", "requests")),
+    # JSON-RPC over plain HTTP: the mcp and a2a SDKs would need a session or an agent card
+    "mcp.streamable_http": (5, ("httpx", "requests")),
+    "a2a.stream": (5, ("httpx", "requests")),
 }
 #: The mix of endings in every 50 streams: mostly complete, as a healthy-but-imperfect provider.
 SCENARIO_DECK: dict[str, int] = {
@@ -142,7 +146,12 @@ def plan(seed: int | None) -> Iterator[Job]:
 
 
 def _headers(job: Job) -> dict[str, str]:
-    return {SCENARIO_HEADER: job.scenario, JOB_HEADER: str(job.number)}
+    # MCP and A2A ask for SSE and name their version (agents.py); the model APIs need none
+    return {
+        **agent_request_headers(job.route),
+        SCENARIO_HEADER: job.scenario,
+        JOB_HEADER: str(job.number),
+    }
 
 
 def _openai(job: Job, base_url: str) -> None:
