@@ -1,7 +1,9 @@
 """The demo's fake provider keeps its wire contract, through every client the demo drives.
 
-``otelsse/_demo/provider.py`` serves five streaming routes on 127.0.0.1 (four in SSE, Bedrock
-ConverseStream in AWS's event stream); a request header picks how each stream ends
+``otelsse/_demo/provider.py`` serves seven streaming routes on 127.0.0.1 (six in SSE, Bedrock
+ConverseStream in AWS's event stream; MCP and A2A told by their JSON-RPC request, ``agents.py``:
+raw requests send their headers, and the tool-call tests skip them, which stream no tool call);
+a request header picks how each stream ends
 (``SCENARIOS``) and ``EXPECTED_OUTCOME`` says what otelsse must report for it. This module
 proves, against a live ``FakeProvider``:
 
@@ -59,6 +61,7 @@ import pytest
 
 from otelsse import StreamMonitor, semconv
 from otelsse._core.http import media_type, stream_violation
+from otelsse._demo.agents import AGENT_ROUTES, agent_request_headers
 from otelsse._demo.provider import (
     ANSWER,
     AWS_FAILURES,
@@ -105,6 +108,10 @@ CLIENT_LIBRARIES = frozenset(
 )
 FRAMINGS = ("chunked", "close")
 BEDROCK = "bedrock.converse_stream"
+#: Routes whose streams never carry a model's tool call (MCP, A2A: ``agents.py``), and never
+#: name the model (nor does ConverseStream: only its request's path does).
+WITHOUT_TOOL_CALLS = frozenset(r for r in DEFAULT_MODELS if (r, "tool_call") in UNSUPPORTED)
+WITHOUT_MODEL = frozenset({BEDROCK, *AGENT_ROUTES})
 EVENT_STREAM = "application/vnd.amazon.eventstream"
 
 
@@ -286,7 +293,9 @@ def _stream_request(
     route: str, scenario: str | None = None, *, tools: bool = False, job: int | None = None
 ) -> bytes:
     path, body = request_for(route, DEFAULT_MODELS[route], tools=tools)
-    headers = {} if scenario is None else {SCENARIO_HEADER: scenario}
+    headers = agent_request_headers(route)
+    if scenario is not None:
+        headers[SCENARIO_HEADER] = scenario
     if job is not None:
         headers[JOB_HEADER] = str(job)
     return _http("POST", path, json.dumps(body).encode(), headers)
@@ -358,17 +367,20 @@ def test_unknown_endpoint_is_a_404(provider: FakeProvider, method: str, target: 
 def _bad_requests() -> Iterator[Any]:
     for route in DEFAULT_MODELS:
         path, body = request_for(route, DEFAULT_MODELS[route], tools=False)
-        yield pytest.param(path, b"{not json", {}, id=f"{route}-invalid-json")
-        # A JSON value that is not an object is as unusable as invalid JSON.
-        yield pytest.param(path, b"[]", {}, id=f"{route}-json-array")
-        unknown = {SCENARIO_HEADER: "meltdown"}
+        said = agent_request_headers(route)
+        # MCP's and A2A's are told by their JSON-RPC body: without one, no route's (404)
+        if route not in AGENT_ROUTES:
+            yield pytest.param(path, b"{not json", {}, id=f"{route}-invalid-json")
+            # A JSON value that is not an object is as unusable as invalid JSON.
+            yield pytest.param(path, b"[]", {}, id=f"{route}-json-array")
+        unknown = {**said, SCENARIO_HEADER: "meltdown"}
         yield pytest.param(path, json.dumps(body).encode(), unknown, id=f"{route}-scenario")
         if "stream" in body:  # Gemini streams by its path, not by a body field
             not_streaming = json.dumps({**body, "stream": False}).encode()
             yield pytest.param(path, not_streaming, {}, id=f"{route}-stream-false")
     for route, scenario in sorted(UNSUPPORTED | UNSUPPORTED_WITH_TOOLS):  # one order per worker
         path, body = request_for(route, DEFAULT_MODELS[route], tools=True)
-        headers = {SCENARIO_HEADER: scenario}
+        headers = {**agent_request_headers(route), SCENARIO_HEADER: scenario}
         yield pytest.param(path, json.dumps(body).encode(), headers, id=f"{route}-{scenario}")
 
 
@@ -382,8 +394,15 @@ def test_a_request_it_cannot_serve_is_a_400_json_error(
     assert json.loads(reply.body)["error"]["type"] == "invalid_request_error"
 
 
-@pytest.mark.parametrize("scenario", list(HTTP_FAILURES))
-@pytest.mark.parametrize("route", DEFAULT_MODELS)
+@pytest.mark.parametrize(
+    ("route", "scenario"),
+    [
+        pytest.param(route, scenario, id=f"{route}-{scenario}")
+        for route in DEFAULT_MODELS
+        for scenario in HTTP_FAILURES
+        if (route, scenario) not in UNSUPPORTED
+    ],
+)
 def test_http_failures_answer_with_their_status_and_retry_advice(
     provider: FakeProvider, route: str, scenario: str
 ) -> None:
@@ -409,8 +428,15 @@ def test_http_failures_answer_with_their_status_and_retry_advice(
     assert monitor.close().outcome.value == EXPECTED_OUTCOME[scenario]
 
 
-@pytest.mark.parametrize("scenario", ["complete", *HTTP_FAILURES])
-@pytest.mark.parametrize("route", DEFAULT_MODELS)
+@pytest.mark.parametrize(
+    ("route", "scenario"),
+    [
+        pytest.param(route, scenario, id=f"{route}-{scenario}")
+        for route in DEFAULT_MODELS
+        for scenario in ["complete", *HTTP_FAILURES]
+        if (route, scenario) not in UNSUPPORTED
+    ],
+)
 def test_request_id_header_is_named_per_route(
     provider: FakeProvider, route: str, scenario: str
 ) -> None:
@@ -425,8 +451,15 @@ def test_request_id_header_is_named_per_route(
     assert without.headers[expected] == "req_demo_2"
 
 
-@pytest.mark.parametrize("tools", [False, True])
-@pytest.mark.parametrize("route", DEFAULT_MODELS)
+@pytest.mark.parametrize(
+    ("route", "tools"),
+    [
+        pytest.param(route, tools, id=f"{route}-{tools}")
+        for route in DEFAULT_MODELS
+        for tools in (False, True)
+        if not (tools and route in WITHOUT_TOOL_CALLS)
+    ],
+)
 def test_default_scenario_is_complete_or_a_tool_call_when_offered_tools(
     provider: FakeProvider, route: str, tools: bool
 ) -> None:
@@ -455,6 +488,8 @@ def _clean_endings() -> Iterator[Any]:
             pair = (route, scenario)
             if pair in UNSUPPORTED or (tools and pair in UNSUPPORTED_WITH_TOOLS):
                 continue
+            if tools and route in WITHOUT_TOOL_CALLS:
+                continue  # its requests offer no tools: the cut falls in its text
             name = f"{route}-{scenario}" + ("-tools" if tools else "")
             yield pytest.param(route, scenario, tools, id=name)
 
@@ -480,7 +515,7 @@ def test_clean_endings_end_a_well_formed_chunked_body(
         )
     # A client library reads the same body to its end without an error.
     path, body = request_for(route, DEFAULT_MODELS[route], tools=tools)
-    headers = {SCENARIO_HEADER: scenario, JOB_HEADER: "8"}
+    headers = {**agent_request_headers(route), SCENARIO_HEADER: scenario, JOB_HEADER: "8"}
     with (
         httpx.Client(timeout=MAX_WAIT) as client,
         client.stream("POST", provider.base_url + path, json=body, headers=headers) as response,
@@ -571,8 +606,7 @@ def test_script_events_classify_as_expected(route: str, scenario: str, words: in
     tool = scenario in ("tool_call", "tool_call_invalid")
     invalid = scenario == "tool_call_invalid"
     assert (report.tool_call_count, report.tool_call_invalid_count) == (int(tool), int(invalid))
-    # ConverseStream never names the model in its events: only the request's path does.
-    assert report.response_model == (None if route == BEDROCK else "model-x")
+    assert report.response_model == (None if route in WITHOUT_MODEL else "model-x")
 
 
 def _sent_arguments(route: str, events: list[bytes]) -> str:
@@ -595,7 +629,11 @@ def _sent_arguments(route: str, events: list[bytes]) -> str:
 @pytest.mark.parametrize("words", [8, len(ANSWER)])
 @pytest.mark.parametrize(
     "route",
-    [route for route in DEFAULT_MODELS if (route, "clean_cut") not in UNSUPPORTED_WITH_TOOLS],
+    [
+        route
+        for route in DEFAULT_MODELS
+        if (route, "clean_cut") not in UNSUPPORTED_WITH_TOOLS and route not in WITHOUT_TOOL_CALLS
+    ],
 )
 def test_clean_cut_offered_tools_ends_inside_the_arguments(route: str, words: int) -> None:
     events = script_events(route, Turn("model-x", "clean_cut", words, "req_demo_5", tools=True))
