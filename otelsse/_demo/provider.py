@@ -1,17 +1,18 @@
 """A local fake LLM provider for ``otelsse demo`` and the examples: no API key, no network.
 
-It speaks eight streaming contracts otelsse knows (OpenAI Chat Completions and Responses,
-Anthropic Messages, Gemini ``streamGenerateContent``, Cohere v2 chat, the Gemini Interactions API
-and AG-UI agent runs in SSE, Amazon Bedrock ConverseStream in AWS's binary event stream) over
-plain HTTP/1.1 on 127.0.0.1, and it misbehaves on purpose: the ``x-otelsse-demo-scenario``
-request header picks how the stream ends (see ``SCENARIOS``). Without the header a request gets
-a complete answer, or a tool call when it offers tools. ``clean_cut`` and ``no_terminal`` end a
-well-formed body early or without its end marker: nothing at the byte level is wrong, so no
-client raises. Bodies imitate the real recorded streams closely enough for the real openai,
-anthropic, cohere and google-genai SDKs and botocore to parse them. It never checks a signature:
-boto3's SigV4 headers are ignored like any other. Each route is one renderer (a ``Turn`` to its
-events) and one ``_WIRES`` entry; AG-UI, which claims no path (otelsse sniffs its first event),
-is served at ``AGUI_PATH``.
+It speaks ten streaming contracts otelsse knows over plain HTTP/1.1 on 127.0.0.1: OpenAI Chat
+Completions and Responses, Anthropic Messages, Gemini ``streamGenerateContent``, Cohere v2 chat,
+the Gemini Interactions API and AG-UI agent runs in SSE, Amazon Bedrock ConverseStream in AWS's
+binary event stream, and two agent protocols at any path, told by their JSON-RPC request as
+otelsse tells them (MCP streamable HTTP and A2A: ``agents.py``). It misbehaves on purpose: the
+``x-otelsse-demo-scenario`` request header picks how the stream ends (see ``SCENARIOS``).
+Without the header a request gets a complete answer, or a tool call when it offers tools.
+``clean_cut`` and ``no_terminal`` end a well-formed body early or without its end marker:
+nothing at the byte level is wrong, so no client raises. Bodies imitate the real recorded
+streams closely enough for the real openai, anthropic, cohere and google-genai SDKs and botocore
+to parse them. It never checks a signature: boto3's SigV4 headers are ignored like any other.
+Each route is one renderer (a ``Turn`` to its events) and one ``_WIRES`` entry; AG-UI, which
+claims no path (otelsse sniffs its first event), is served at ``AGUI_PATH``.
 
 The server is asyncio on a background thread, so a cut connection or a stalled stream costs one
 coroutine and the demo's clients, on other threads, see exactly what a real network would show.
@@ -29,8 +30,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
+from .._clients import rpc_fields
 from .._core.eventstream import EVENT_STREAM_MEDIA_TYPE, encode_frame
-from ..routes import Request, get_route, match_route
+from .._core.http import accepts_event_stream
+from ..routes import Request, get_route, match_route, protocol_request
+from .agents import AGENT_ROUTES, UNSUPPORTED_ON_AGENTS, a2a_events, agent_request, mcp_events
 
 __all__ = [
     "AGUI_PATH",
@@ -133,6 +137,9 @@ DEFAULT_MODELS: dict[str, str] = {
     "gemini.interactions": "gemini-2.5-flash",
     # An AG-UI request names no model: this is the one the demo's agent reports in its usage.
     "agui.run": "gpt-4o-mini",
+    # agent protocols name no model: the server's and the agent's names, never sent
+    "mcp.streamable_http": "weather-mcp-server",
+    "a2a.stream": "demo-agent",
 }
 #: Where the fake provider serves AG-UI, which claims no path of its own: an agent serves it
 #: at whatever endpoint it chooses, and otelsse recognises the stream by its first event.
@@ -168,6 +175,7 @@ class Turn(NamedTuple):
     words: int  # how many words of text before the ending
     request_id: str
     tools: bool = False  # the request offered tools (a ``clean_cut`` then cuts a tool call)
+    rpc_id: str | int | None = None  # the JSON-RPC request's id, which MCP and A2A answer
 
 
 def _sse(data: Any, event: str | None = None) -> bytes:
@@ -723,6 +731,7 @@ UNSUPPORTED: frozenset[tuple[str, str]] = frozenset(
         ("gemini.interactions", "no_terminal"),
         ("agui.run", "no_terminal"),
         *(("agui.run", scenario) for scenario in (*HTTP_FAILURES, "bad_gateway")),
+        *UNSUPPORTED_ON_AGENTS,  # agents.py says why
     }
 )
 #: Pairs refused only when the request offers tools: a ``clean_cut`` then cuts a tool call's
@@ -802,6 +811,10 @@ _WIRES: dict[str, _Wire] = {
     "cohere.chat": _Wire(_cohere),
     "gemini.interactions": _Wire(_interactions),
     "agui.run": _Wire(_agui, path=AGUI_PATH),
+    "mcp.streamable_http": _Wire(lambda t: mcp_events(t.scenario, _words(t), t.rpc_id)),
+    "a2a.stream": _Wire(
+        lambda t: a2a_events(t.scenario, _words(t), t.rpc_id, f"task-{t.request_id}")
+    ),
 }
 #: The routes served at a path of the fake provider's own choosing, by that path.
 _SERVED_AT = {wire.path: route for route, wire in _WIRES.items() if wire.path is not None}
@@ -939,6 +952,12 @@ class FakeProvider:
         path, _, query = target.partition("?")
         endpoint = Request(method, self.host, path, query)
         found = match_route(endpoint)
+        rpc = None
+        if found is None and accepts_event_stream(headers.get("accept")):
+            # A protocol served at any path (MCP, A2A), told as otelsse tells it: by its
+            # JSON-RPC body and declared headers, when the request asks for SSE.
+            rpc = rpc_fields(body)
+            found = match_route(protocol_request(endpoint, rpc.method, rpc.name, headers.get))
         # A route that names the model in its URL says there whether it streams (Gemini only
         # with ?alt=sse, without it a JSON array this server lacks; Bedrock's converse-stream
         # always); the others ask with the body's ``stream`` flag. One that claims no path is
@@ -946,7 +965,13 @@ class FakeProvider:
         # answer is a POST's: a GET that streams an existing one (the Interactions API resuming
         # an interaction) finds none here.
         url_model = None if found is None else found.url_model(endpoint)
-        streams = found is not None and found.always_streams(endpoint)
+        rpc = None
+        if found is None and accepts_event_stream(headers.get("accept")):
+            # A protocol served at any path (MCP, A2A), told as otelsse tells it: by its
+            # JSON-RPC body and declared headers, when the request asks for SSE.
+            rpc = rpc_fields(body)
+            found = match_route(protocol_request(endpoint, rpc.method, rpc.name, headers.get))
+        streams = found is not None and (rpc is not None or found.always_streams(endpoint))
         route = _SERVED_AT.get(path)
         if route is not None:
             streams = True
@@ -987,9 +1012,9 @@ class FakeProvider:
         seeded = self._seed is not None and job is not None
         rng = random.Random(f"{self._seed}/{job}") if seeded else self._random
         model = url_model or str(request.get("model") or DEFAULT_MODELS[route])
-        events = script_events(
-            route, Turn(model, scenario, rng.randint(8, len(ANSWER)), request_id, tools)
-        )
+        words = rng.randint(8, len(ANSWER))
+        rpc_id = None if rpc is None else rpc.id
+        events = script_events(route, Turn(model, scenario, words, request_id, tools, rpc_id))
         # Most answers start in a few hundred milliseconds; "thinking" ones take seconds.
         thinking = rng.random() < 0.15
         first_delay = rng.uniform(0.6, 1.6) if thinking else rng.uniform(0.03, 0.35)
@@ -1092,8 +1117,10 @@ def example_path(route: str, model: str | None = None) -> str:
 
 def request_for(route: str, model: str, *, tools: bool) -> tuple[str, dict[str, Any]]:
     """(path, JSON body) of a streaming request to ``route``, as a plain HTTP client sends it."""
-    path = example_path(route, model)
     prompt = "Why do streamed answers need a terminal event?"
+    if route in AGENT_ROUTES:
+        return agent_request(route, prompt)  # no model, no tools: a JSON-RPC request
+    path = example_path(route, model)
     if route == "gemini.generate_content":
         body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": prompt}]}]}
         if tools:

@@ -57,6 +57,7 @@ from opentelemetry.sdk.trace.export import (
 
 from .. import semconv
 from .._monitor import Outcome
+from .agents import agent_request_headers
 from .provider import (
     DEFAULT_MODELS,
     JOB_HEADER,
@@ -91,6 +92,9 @@ ROUTES: dict[str, tuple[int, tuple[str, ...]]] = {
     "gemini.interactions": (5, ("genai", "httpx")),
     # AG-UI's reference client reads the lines of a plain POST; so do these.
     "agui.run": (5, ("httpx", "requests")),
+    # JSON-RPC over plain HTTP: the mcp and a2a SDKs would need a session or an agent card
+    "mcp.streamable_http": (5, ("httpx", "requests")),
+    "a2a.stream": (5, ("httpx", "requests")),
 }
 #: The mix of endings in every 50 streams: mostly complete, as a healthy-but-imperfect provider.
 SCENARIO_DECK: dict[str, int] = {
@@ -147,7 +151,12 @@ def plan(seed: int | None) -> Iterator[Job]:
 
 
 def _headers(job: Job) -> dict[str, str]:
-    return {SCENARIO_HEADER: job.scenario, JOB_HEADER: str(job.number)}
+    # MCP and A2A ask for SSE and name their version (agents.py); the model APIs need none
+    return {
+        **agent_request_headers(job.route),
+        SCENARIO_HEADER: job.scenario,
+        JOB_HEADER: str(job.number),
+    }
 
 
 def _openai(job: Job, base_url: str) -> None:

@@ -1,10 +1,11 @@
 """The demo's fake provider keeps its wire contract, through every client the demo drives.
 
-``otelsse/_demo/provider.py`` serves eight streaming routes on 127.0.0.1 (seven in SSE, AG-UI
-among them at a path of the provider's own, ``AGUI_PATH``, and Bedrock ConverseStream in AWS's
-event stream); a request header picks how each stream ends (``SCENARIOS``) and
-``EXPECTED_OUTCOME`` says what otelsse must report for it. This module proves, against a live
-``FakeProvider``:
+``otelsse/_demo/provider.py`` serves ten streaming routes on 127.0.0.1 (nine in SSE, AG-UI among
+them at a path of the provider's own, ``AGUI_PATH``, MCP and A2A told by their JSON-RPC request,
+``agents.py``: raw requests send their headers, and the tool-call tests skip them, which stream no
+tool call; and Bedrock ConverseStream in AWS's event stream); a request header picks how each
+stream ends (``SCENARIOS``) and ``EXPECTED_OUTCOME`` says what otelsse must report for it. This
+module proves, against a live ``FakeProvider``:
 
 1. Wire contract: every (route, scenario) pair outside ``UNSUPPORTED``, streamed by every client
    the demo uses for the route (``otelsse._demo.run.CLIENTS``, the functions the demo runs, with
@@ -68,6 +69,7 @@ from pydantic import TypeAdapter
 
 from otelsse import StreamMonitor, semconv
 from otelsse._core.http import media_type, stream_violation
+from otelsse._demo.agents import AGENT_ROUTES, agent_request_headers
 from otelsse._demo.provider import (
     AGUI_PATH,
     ANSWER,
@@ -129,6 +131,10 @@ BEDROCK = "bedrock.converse_stream"
 COHERE = "cohere.chat"
 INTERACTIONS = "gemini.interactions"
 AGUI = "agui.run"
+#: Routes whose streams never carry a model's tool call (MCP, A2A: ``agents.py``), and never
+#: name the model (nor do ConverseStream's and Cohere's: only Bedrock's request path does).
+WITHOUT_TOOL_CALLS = frozenset(r for r in DEFAULT_MODELS if (r, "tool_call") in UNSUPPORTED)
+WITHOUT_MODEL = frozenset({BEDROCK, COHERE, *AGENT_ROUTES})
 EVENT_STREAM = "application/vnd.amazon.eventstream"
 #: Any AG-UI event, read as the protocol's own package reads it (discriminated by ``type``).
 AGUI_EVENT: TypeAdapter[Any] = TypeAdapter(AGUIEvent)
@@ -313,7 +319,9 @@ def _stream_request(
     route: str, scenario: str | None = None, *, tools: bool = False, job: int | None = None
 ) -> bytes:
     path, body = request_for(route, DEFAULT_MODELS[route], tools=tools)
-    headers = {} if scenario is None else {SCENARIO_HEADER: scenario}
+    headers = agent_request_headers(route)
+    if scenario is not None:
+        headers[SCENARIO_HEADER] = scenario
     if job is not None:
         headers[JOB_HEADER] = str(job)
     return _http("POST", path, json.dumps(body).encode(), headers)
@@ -389,17 +397,20 @@ def test_unknown_endpoint_is_a_404(provider: FakeProvider, method: str, target: 
 def _bad_requests() -> Iterator[Any]:
     for route in DEFAULT_MODELS:
         path, body = request_for(route, DEFAULT_MODELS[route], tools=False)
-        yield pytest.param(path, b"{not json", {}, id=f"{route}-invalid-json")
-        # A JSON value that is not an object is as unusable as invalid JSON.
-        yield pytest.param(path, b"[]", {}, id=f"{route}-json-array")
-        unknown = {SCENARIO_HEADER: "meltdown"}
+        said = agent_request_headers(route)
+        # MCP's and A2A's are told by their JSON-RPC body: without one, no route's (404)
+        if route not in AGENT_ROUTES:
+            yield pytest.param(path, b"{not json", {}, id=f"{route}-invalid-json")
+            # A JSON value that is not an object is as unusable as invalid JSON.
+            yield pytest.param(path, b"[]", {}, id=f"{route}-json-array")
+        unknown = {**said, SCENARIO_HEADER: "meltdown"}
         yield pytest.param(path, json.dumps(body).encode(), unknown, id=f"{route}-scenario")
         if "stream" in body:  # Gemini streams by its path, not by a body field
             not_streaming = json.dumps({**body, "stream": False}).encode()
             yield pytest.param(path, not_streaming, {}, id=f"{route}-stream-false")
     for route, scenario in sorted(UNSUPPORTED | UNSUPPORTED_WITH_TOOLS):  # one order per worker
         path, body = request_for(route, DEFAULT_MODELS[route], tools=True)
-        headers = {SCENARIO_HEADER: scenario}
+        headers = {**agent_request_headers(route), SCENARIO_HEADER: scenario}
         yield pytest.param(path, json.dumps(body).encode(), headers, id=f"{route}-{scenario}")
 
 
@@ -464,8 +475,15 @@ def test_request_id_header_is_named_per_route(
     assert without.headers[expected] == "req_demo_2"
 
 
-@pytest.mark.parametrize("tools", [False, True])
-@pytest.mark.parametrize("route", DEFAULT_MODELS)
+@pytest.mark.parametrize(
+    ("route", "tools"),
+    [
+        pytest.param(route, tools, id=f"{route}-{tools}")
+        for route in DEFAULT_MODELS
+        for tools in (False, True)
+        if not (tools and route in WITHOUT_TOOL_CALLS)
+    ],
+)
 def test_default_scenario_is_complete_or_a_tool_call_when_offered_tools(
     provider: FakeProvider, route: str, tools: bool
 ) -> None:
@@ -494,6 +512,8 @@ def _clean_endings() -> Iterator[Any]:
             pair = (route, scenario)
             if pair in UNSUPPORTED or (tools and pair in UNSUPPORTED_WITH_TOOLS):
                 continue
+            if tools and route in WITHOUT_TOOL_CALLS:
+                continue  # its requests offer no tools: the cut falls in its text
             name = f"{route}-{scenario}" + ("-tools" if tools else "")
             yield pytest.param(route, scenario, tools, id=name)
 
@@ -519,7 +539,7 @@ def test_clean_endings_end_a_well_formed_chunked_body(
         )
     # A client library reads the same body to its end without an error.
     path, body = request_for(route, DEFAULT_MODELS[route], tools=tools)
-    headers = {SCENARIO_HEADER: scenario, JOB_HEADER: "8"}
+    headers = {**agent_request_headers(route), SCENARIO_HEADER: scenario, JOB_HEADER: "8"}
     with (
         httpx.Client(timeout=MAX_WAIT) as client,
         client.stream("POST", provider.base_url + path, json=body, headers=headers) as response,
@@ -614,10 +634,10 @@ def test_script_events_classify_as_expected(route: str, scenario: str, words: in
 
 
 def _names_the_model(route: str, scenario: str) -> bool:
-    """Whether ``route``'s events for ``scenario`` name the model: ConverseStream's and Cohere's
-    never do (only Bedrock's request path does); an AG-UI run names it in its terminal event's
-    usage alone, which a cut body never reaches."""
-    if route in (BEDROCK, COHERE):
+    """Whether ``route``'s events for ``scenario`` name the model: ConverseStream's, Cohere's and
+    the agent protocols' never do (only Bedrock's request path does); an AG-UI run names it in
+    its terminal event's usage alone, which a cut body never reaches."""
+    if route in WITHOUT_MODEL:
         return False
     return not (route == AGUI and scenario == "clean_cut")
 
@@ -648,7 +668,11 @@ def _sent_arguments(route: str, events: list[bytes]) -> str:
 @pytest.mark.parametrize("words", [8, len(ANSWER)])
 @pytest.mark.parametrize(
     "route",
-    [route for route in DEFAULT_MODELS if (route, "clean_cut") not in UNSUPPORTED_WITH_TOOLS],
+    [
+        route
+        for route in DEFAULT_MODELS
+        if (route, "clean_cut") not in UNSUPPORTED_WITH_TOOLS and route not in WITHOUT_TOOL_CALLS
+    ],
 )
 def test_clean_cut_offered_tools_ends_inside_the_arguments(route: str, words: int) -> None:
     events = script_events(route, Turn("model-x", "clean_cut", words, "req_demo_5", tools=True))
