@@ -115,25 +115,38 @@ def is_transport_failure(error: BaseException) -> bool:
 
 
 def _loaded_clients() -> list[Client]:
-    # A library never imported cannot have raised: its module is not imported here either.
-    return [get_client(library) for library in CLIENT_MODULES if library in sys.modules]
+    # A library never imported cannot have raised: its module is not imported here either. Nor
+    # one another thread is still importing (CPython marks its spec ``_initializing``): its
+    # classes may not be defined yet.
+    return [get_client(library) for library in CLIENT_MODULES if _imported(library)]
+
+
+def _imported(name: str) -> bool:
+    module = sys.modules.get(name)
+    spec = getattr(module, "__spec__", None)
+    return module is not None and not getattr(spec, "_initializing", False)
 
 
 def _cancellation_types() -> tuple[type[BaseException], ...]:
     # anyio cancels with its backend's class: asyncio's or trio's. An event loop that was never
     # imported cannot have cancelled anything, so neither is imported here.
-    kinds: list[type[BaseException]] = [GeneratorExit, KeyboardInterrupt]
-    asyncio = sys.modules.get("asyncio")
-    if asyncio is not None:
-        kinds.append(asyncio.CancelledError)
-    trio = sys.modules.get("trio")
-    if trio is not None:
-        kinds.append(trio.Cancelled)
-    return tuple(kinds)
+    kinds = [GeneratorExit, KeyboardInterrupt]
+    return (*kinds, *_loaded_classes(("asyncio", "CancelledError"), ("trio", "Cancelled")))
 
 
 def _timeout_types() -> tuple[type[BaseException], ...]:
     # Before Python 3.11 asyncio's TimeoutError is a class of its own; if asyncio was never
     # imported, none of its errors can be in hand.
-    asyncio = sys.modules.get("asyncio")
-    return (TimeoutError,) if asyncio is None else (TimeoutError, asyncio.TimeoutError)
+    return (TimeoutError, *_loaded_classes(("asyncio", "TimeoutError")))
+
+
+def _loaded_classes(*named: tuple[str, str]) -> list[type[BaseException]]:
+    """The exception classes ``(module, name)`` of the modules imported so far. A module another
+    thread is still importing is in ``sys.modules`` without all of its names: a class it has not
+    defined yet cannot have been raised."""
+    found = []
+    for module_name, name in named:
+        kind = getattr(sys.modules.get(module_name), name, None)
+        if isinstance(kind, type) and issubclass(kind, BaseException):
+            found.append(kind)
+    return found

@@ -965,12 +965,6 @@ class FakeProvider:
         # answer is a POST's: a GET that streams an existing one (the Interactions API resuming
         # an interaction) finds none here.
         url_model = None if found is None else found.url_model(endpoint)
-        rpc = None
-        if found is None and accepts_event_stream(headers.get("accept")):
-            # A protocol served at any path (MCP, A2A), told as otelsse tells it: by its
-            # JSON-RPC body and declared headers, when the request asks for SSE.
-            rpc = rpc_fields(body)
-            found = match_route(protocol_request(endpoint, rpc.method, rpc.name, headers.get))
         streams = found is not None and (rpc is not None or found.always_streams(endpoint))
         route = _SERVED_AT.get(path)
         if route is not None:

@@ -348,8 +348,15 @@ class StreamObserver:
             raise _ParsingStopped
 
     def fail(self, error: BaseException) -> None:
-        """Reading raised ``error`` (which the caller re-raises): end accordingly."""
-        self.finish(stream_error(error))
+        """Reading raised ``error`` (which the caller re-raises): end accordingly. Telling what
+        ``error`` is never raises into the application's read: a failure to is counted, and the
+        stream ends as a lost connection."""
+        try:
+            ending = stream_error(error)
+        except Exception as exc:
+            self._telemetry.count_error(exc, "feed")
+            ending = "transport"
+        self.finish(ending)
 
     def finish(self, error: StreamError | None = None, *, reason: str | None = None) -> None:
         """End the stream: None at EOF, else how it ended (``reason``: why it was cancelled,

@@ -9,8 +9,10 @@ responses are the libraries' own classes.
 from __future__ import annotations
 
 import asyncio
+import importlib.machinery
 import subprocess
 import sys
+import types
 
 import httpx
 import httpx2
@@ -89,6 +91,24 @@ def test_classifying_an_error_imports_no_event_loop_library() -> None:
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("library", ["trio", "asyncio", "httpx", "requests", "aiohttp"])
+def test_a_library_another_thread_is_still_importing_never_breaks_classifying(
+    monkeypatch: pytest.MonkeyPatch, library: str
+) -> None:
+    """While another thread imports a library, ``sys.modules`` holds it without the names it
+    has not defined yet (found in the demo: trio half imported by one client's thread while
+    another's read failed, and the AttributeError reached the application in place of its
+    ChunkedEncodingError). Such a library cannot have raised: it is left out."""
+    half = types.ModuleType(library)
+    half.__spec__ = importlib.machinery.ModuleSpec(library, None)
+    half.__spec__._initializing = True  # type: ignore[attr-defined]  # CPython's import mark
+    monkeypatch.setitem(sys.modules, library, half)
+    cut = urllib3.exceptions.ProtocolError("Response ended prematurely")
+    assert stream_error(cut) == "transport"
+    assert stream_error(KeyboardInterrupt()) == "cancelled"
+    assert stream_error(TimeoutError()) == "timeout"
 
 
 def test_a_cause_cycle_does_not_loop() -> None:

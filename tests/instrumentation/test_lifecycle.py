@@ -60,6 +60,7 @@ from otelsse import semconv
 from otelsse._clients import _httpx
 from otelsse._clients._tee import proxy
 from otelsse._monitor import StreamMonitor
+from otelsse._observe import _stream
 from otelsse._telemetry import Telemetry as OtelsseTelemetry
 from tests import _clients
 from tests._clients import (
@@ -943,6 +944,26 @@ def _fail(*args: Any, **kwargs: Any) -> Any:
 
 #: How many streams each containment test reads: the debug log must appear once, not per stream.
 STREAMS = 2
+
+
+def test_a_read_error_otelsse_cannot_tell_still_reaches_the_application_as_it_was(
+    otel: Telemetry, server: SSEServer, monkeypatch: pytest.MonkeyPatch, client: Client
+) -> None:
+    """Telling what a failed read raised happens inside the application's read, before the
+    exception goes on: a failure to tell is counted and the stream ends as a lost connection,
+    and the application gets its own exception, never otelsse's (the demo once handed an
+    AttributeError out of a half-imported library in place of requests' ChunkedEncodingError)."""
+    url = server.route(PATH, Reply(BODY, piece=PIECE, cut=_cut(BODY)))
+    with uninstrumented(otel):
+        baseline = run(client, READ, url)
+    monkeypatch.setattr(_stream, "stream_error", _fail)
+
+    observed = run(client, READ, url)
+
+    assert baseline.error is not None
+    assert observed.seen == baseline.seen
+    assert [outcome(span) for span in otel.spans()] == ["truncated"]
+    assert {stage: n for stage, n in otel.errors_by_stage().items() if n} == {"feed": 1}
 
 
 @pytest.mark.parametrize("failing", list(FAILURES))
