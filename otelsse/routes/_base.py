@@ -47,6 +47,7 @@ __all__ = [
     "Redaction",
     "Request",
     "Route",
+    "error_info",
     "handles",
     "parse_object",
     "sse_event",
@@ -172,6 +173,16 @@ def typed_object(
     if event.event != kind and event.event != "message":
         state.anomaly("event_name_mismatch")
     return kind, obj
+
+
+def error_info(code: str) -> dict[str, str]:
+    """A ``google.rpc.ErrorInfo`` naming a strict-mode refusal's ``code`` as its reason
+    (https://google.aip.dev/193): the detail Google's APIs and A2A carry in their errors."""
+    return {
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        "reason": code.upper(),
+        "domain": "otelsse",
+    }
 
 
 def sse_event(data: Mapping[str, Any], event: str | None = None) -> bytes:

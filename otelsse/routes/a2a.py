@@ -88,7 +88,7 @@ from typing import Any, ClassVar
 from .._core.events import SSEEvent
 from .._core.json import JSONDecodeError, loads
 from .._core.state import StreamState
-from ._base import Redaction, Request, Route, handles, parse_object, sse_event
+from ._base import Redaction, Request, Route, error_info, handles, parse_object, sse_event
 
 __all__ = ["A2AStreamRoute"]
 
@@ -224,12 +224,7 @@ class A2AStreamRoute(Route):
     @classmethod
     def strict_error_event(cls, code: str, message: str) -> bytes | None:
         # JSON-RPC's InternalError with an ErrorInfo (the module docstring cites why).
-        reason = {
-            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-            "reason": code.upper(),
-            "domain": "otelsse",
-        }
-        error = {"code": -32603, "message": message, "data": [reason]}
+        error = {"code": -32603, "message": message, "data": [error_info(code)]}
         return sse_event({"jsonrpc": "2.0", "id": None, "error": error}, "error")
 
     def __init__(self) -> None:

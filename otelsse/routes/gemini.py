@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from .._core.state import StreamState
-from ._base import CHUNK, Redaction, Request, Route, handles, sse_event
+from ._base import CHUNK, Redaction, Request, Route, error_info, handles, sse_event
 
 __all__ = ["GeminiRoute"]
 
@@ -70,12 +70,8 @@ class GeminiRoute(Route):
     @classmethod
     def strict_error_event(cls, code: str, message: str) -> bytes | None:
         # Google's error object, ``error`` its first key (the module docstring cites why).
-        reason = {
-            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-            "reason": code.upper(),
-            "domain": "otelsse",
-        }
-        error = {"code": 500, "message": message, "status": "INTERNAL", "details": [reason]}
+        details = [error_info(code)]
+        error = {"code": 500, "message": message, "status": "INTERNAL", "details": details}
         return sse_event({"error": error})
 
     def __init__(self) -> None:
